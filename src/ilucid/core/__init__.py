@@ -1,0 +1,27 @@
+"""The pure scheduling core: data model, placement, policies, decisions with reasons."""
+
+from ilucid.core.decision import Action, Decision, Reason, ScorePart
+from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
+from ilucid.core.model import Cluster, JobClass, JobSpec, Node, Placement
+from ilucid.core.policies import POLICIES, make_policy
+from ilucid.core.scheduler import Policy, Scheduler, SchedulerConfig
+
+__all__ = [
+    "POLICIES",
+    "Action",
+    "Cluster",
+    "Decision",
+    "JobClass",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "Node",
+    "Placement",
+    "Policy",
+    "Reason",
+    "RestoreOverhead",
+    "Scheduler",
+    "SchedulerConfig",
+    "ScorePart",
+    "make_policy",
+]

@@ -1,0 +1,59 @@
+"""Decisions and the reasons they carry.
+
+A reason pairs a short countable code (for machines and aggregation) with a
+sentence (for people), in the way Kubernetes conditions pair reason and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ilucid.core.model import Placement
+
+__all__ = ["Action", "Decision", "Reason", "ScorePart"]
+
+
+class Action(StrEnum):
+    START = "start"
+    PREEMPT = "preempt"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why something happened or did not; ``numbers`` keep the figures behind the sentence."""
+
+    code: str
+    message: str
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePart:
+    """One term of a placement score, so a placement can be explained term by term."""
+
+    plugin: str
+    value: float
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the core wants done with one job, and why."""
+
+    action: Action
+    job_id: str
+    placement: Placement | None = None
+    reasons: tuple[Reason, ...] = ()
+    score: tuple[ScorePart, ...] = ()
+
+    def explain(self) -> str:
+        text = f"{self.action.value} {self.job_id}"
+        if self.reasons:
+            text += ": " + "; ".join(r.message for r in self.reasons)
+        return text

@@ -1,0 +1,142 @@
+"""Pure data model of the scheduling core: jobs, nodes, clusters, placements.
+
+Everything here is immutable and free of I/O so that the simulator and the live
+service can hand the very same objects to the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "Cluster",
+    "JobClass",
+    "JobSpec",
+    "Node",
+    "Placement",
+]
+
+
+class JobClass(StrEnum):
+    """Service tier of a job; inference outranks training, best-effort yields to both."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    BEST_EFFORT = "best-effort"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What is known about a job when it is submitted (plus, in traces, its true duration).
+
+    ``duration`` is the job's real run time on its requested GPUs. Oracle policies
+    (SJF, SRTF) may read it; realistic policies must estimate it instead.
+    ``shape`` is an optional per-node split of the gang (e.g. ``(8, 8)``); when
+    absent the placer chooses the split.
+    """
+
+    id: str
+    submit_time: float
+    num_gpus: int
+    duration: float
+    job_class: JobClass = JobClass.TRAINING
+    tenant: str = "default"
+    user: str = "default"
+    gpu_type: str | None = None
+    gpu_memory_gb: float | None = None
+    gpu_milli: int = 1000
+    priority: int = 0
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 0:
+            raise ValueError(f"job {self.id}: num_gpus must be >= 0, got {self.num_gpus}")
+        if self.duration < 0:
+            raise ValueError(f"job {self.id}: duration must be >= 0, got {self.duration}")
+        if not 0 < self.gpu_milli <= 1000:
+            raise ValueError(f"job {self.id}: gpu_milli must be in 1..1000, got {self.gpu_milli}")
+        if self.shape is not None and sum(self.shape) != self.num_gpus:
+            raise ValueError(
+                f"job {self.id}: shape {self.shape} does not add up to {self.num_gpus} GPUs"
+            )
+
+    @property
+    def gpu_seconds(self) -> float:
+        """Work of the job in GPU-seconds, the unit of Tiresias' attained service."""
+        return self.num_gpus * self.duration
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine with identical GPUs. Labels carry topology (``nvlink``, ``rack``)."""
+
+    name: str
+    num_gpus: int
+    gpu_type: str = "generic"
+    gpu_memory_gb: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 0:
+            raise ValueError(f"node {self.name}: num_gpus must be >= 0, got {self.num_gpus}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An ordered collection of nodes; node order breaks placement ties deterministically."""
+
+    nodes: tuple[Node, ...]
+
+    @classmethod
+    def homogeneous(
+        cls,
+        num_nodes: int,
+        gpus_per_node: int,
+        gpu_type: str = "generic",
+        gpu_memory_gb: float = 0.0,
+    ) -> Cluster:
+        """A cluster of identical nodes, the convention for traces without a node list."""
+        if num_nodes <= 0 or gpus_per_node <= 0:
+            raise ValueError("a cluster needs at least one node with at least one GPU")
+        width = len(str(num_nodes - 1))
+        return cls(
+            tuple(
+                Node(f"node{i:0{width}d}", gpus_per_node, gpu_type, gpu_memory_gb)
+                for i in range(num_nodes)
+            )
+        )
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.num_gpus for n in self.nodes)
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return max((n.num_gpus for n in self.nodes), default=0)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """GPUs granted to a job: ``(node index, GPU count)`` pairs, one per node used."""
+
+    parts: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, parts: Iterable[tuple[int, int]]) -> Placement:
+        return cls(tuple(parts))
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(count for _, count in self.parts)
+
+    @property
+    def node_indices(self) -> tuple[int, ...]:
+        return tuple(index for index, _ in self.parts)
+
+    def describe(self, cluster: Cluster) -> str:
+        return "+".join(f"{cluster.nodes[i].name}:{c}" for i, c in self.parts)

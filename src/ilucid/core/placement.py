@@ -1,0 +1,197 @@
+"""Filters and the consolidating placer.
+
+Filters judge whether a kind of node can ever host a job (GPU type, GPU memory);
+the placer then picks concrete nodes among the free GPUs. Both explain a refusal
+with countable reasons, aggregated the way ``kubectl describe pod`` does:
+"0/172 nodes fit: 150 have fewer than 4 free GPUs, 22 are of type V100".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ilucid.core.decision import Reason, ScorePart
+from ilucid.core.free_gpus import FreeGpus
+from ilucid.core.model import Cluster, JobSpec, Node, Placement
+
+__all__ = [
+    "ConsolidatingPlacer",
+    "Filter",
+    "GpuMemoryFilter",
+    "GpuTypeFilter",
+    "PlacementResult",
+    "Placer",
+    "allowed_types",
+    "explain_unplaceable",
+]
+
+
+class Filter(Protocol):
+    """Judges whether a node could host a job at all, whatever is running on it."""
+
+    name: str
+
+    def reject(self, job: JobSpec, node: Node) -> Reason | None: ...
+
+
+class GpuTypeFilter:
+    """``gpu_type`` may list alternatives separated by ``|`` (as Alibaba's ``gpu_spec`` does)."""
+
+    name = "gpu-type"
+
+    def reject(self, job: JobSpec, node: Node) -> Reason | None:
+        if job.gpu_type is None:
+            return None
+        wanted = job.gpu_type.split("|")
+        if node.gpu_type in wanted:
+            return None
+        return Reason(
+            "GpuTypeMismatch",
+            f"GPU type is {node.gpu_type} (needs {' or '.join(wanted)})",
+        )
+
+
+class GpuMemoryFilter:
+    name = "gpu-memory"
+
+    def reject(self, job: JobSpec, node: Node) -> Reason | None:
+        need = job.gpu_memory_gb
+        if need is None or node.gpu_memory_gb <= 0 or node.gpu_memory_gb >= need:
+            return None
+        return Reason(
+            "InsufficientGpuMemory",
+            f"GPUs have {node.gpu_memory_gb:g} GB (needs {need:g} GB)",
+            {"have_gb": node.gpu_memory_gb, "need_gb": need},
+        )
+
+
+DEFAULT_FILTERS: tuple[Filter, ...] = (GpuTypeFilter(), GpuMemoryFilter())
+
+
+def allowed_types(
+    job: JobSpec, cluster: Cluster, filters: Sequence[Filter] = DEFAULT_FILTERS
+) -> tuple[str, ...] | None:
+    """GPU types whose nodes pass every filter; ``None`` means all (the fast, common case)."""
+    if job.gpu_type is None and job.gpu_memory_gb is None:
+        return None
+    types = {n.gpu_type for n in cluster.nodes if all(f.reject(job, n) is None for f in filters)}
+    return tuple(sorted(types))
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementResult:
+    placement: Placement | None
+    score: tuple[ScorePart, ...] = ()
+
+
+class Placer(Protocol):
+    def place(self, job: JobSpec, free: FreeGpus) -> Placement | None: ...
+
+    def explain(self, job: JobSpec, placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
+        """Score parts of a placement already chosen, computed only when asked for."""
+        ...
+
+
+class ConsolidatingPlacer:
+    """Pack jobs onto as few nodes as possible.
+
+    Semantics of the Lucid artifact's ``consolidate`` placer: a job that fits in
+    one node goes to the node with the fewest free GPUs that still holds it; a
+    larger job takes whole free nodes, most-free first, and puts any remainder
+    on the next node in that order. A job is never split across partly busy
+    nodes, which keeps gang jobs inside as few machines as possible.
+    """
+
+    def __init__(self, filters: Sequence[Filter] = DEFAULT_FILTERS) -> None:
+        self.filters = tuple(filters)
+        self._types_cache: dict[tuple[str | None, float | None], tuple[str, ...] | None] = {}
+
+    def _types(self, job: JobSpec, free: FreeGpus) -> tuple[str, ...] | None:
+        key = (job.gpu_type, job.gpu_memory_gb)
+        if key not in self._types_cache:
+            self._types_cache[key] = allowed_types(job, free.cluster, self.filters)
+        return self._types_cache[key]
+
+    def place(self, job: JobSpec, free: FreeGpus) -> Placement | None:
+        need = job.num_gpus
+        if need == 0:
+            return Placement(())
+        if need > free.free_total:
+            return None
+        types = self._types(job, free)
+        node = free.best_fit(need, types)
+        if node is not None:
+            return Placement(((node, need),))
+        ordered = free.descending(types)
+        parts: list[tuple[int, int]] = []
+        for index in ordered:
+            cap = free.capacity[index]
+            if need >= cap and free.free[index] == cap:
+                parts.append((index, cap))
+                need -= cap
+            elif free.free[index] >= need:
+                parts.append((index, need))
+                need = 0
+            else:
+                return None
+            if need == 0:
+                return Placement(tuple(parts))
+        return None
+
+    def explain(self, job: JobSpec, placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
+        nodes = free.cluster.nodes
+        left = sum(free.free[i] for i in placement.node_indices)
+        return (
+            ScorePart(
+                "consolidation",
+                -float(len(placement.parts)),
+                f"spans {len(placement.parts)} node(s)"
+                f" ({', '.join(nodes[i].name for i in placement.node_indices)})",
+            ),
+            ScorePart(
+                "best-fit",
+                -float(left),
+                f"leaves {left} GPU(s) free on the chosen node(s)",
+            ),
+        )
+
+
+def explain_unplaceable(
+    job: JobSpec, free: FreeGpus, filters: Sequence[Filter] = DEFAULT_FILTERS
+) -> Reason:
+    """Aggregate per-node refusals into one countable sentence (computed only on demand)."""
+    cluster = free.cluster
+    counts: Counter[str] = Counter()
+    fitting = 0
+    whole_free = 0
+    for index, node in enumerate(cluster.nodes):
+        rejection = next((r for f in filters if (r := f.reject(job, node)) is not None), None)
+        if rejection is not None:
+            counts[rejection.message] += 1
+            continue
+        if free.free[index] == free.capacity[index]:
+            whole_free += 1
+        if free.free[index] >= job.num_gpus:
+            fitting += 1
+        else:
+            counts[f"have fewer than {job.num_gpus} free GPUs"] += 1
+    total = len(cluster.nodes)
+    parts = [f"{n} {text}" for text, n in counts.most_common()]
+    if job.num_gpus > cluster.max_gpus_per_node:
+        per_node = cluster.max_gpus_per_node
+        needed = -(-job.num_gpus // per_node)
+        head = (
+            f"needs {job.num_gpus} GPUs across about {needed} nodes;"
+            f" {whole_free}/{total} nodes are wholly free, {free.free_total} GPUs free in all"
+        )
+    else:
+        head = f"{fitting}/{total} nodes fit"
+    sentence = head + (": " + ", ".join(parts) if parts else "")
+    return Reason(
+        "Unschedulable",
+        sentence,
+        {"nodes": float(total), "fitting": float(fitting), "free_gpus": float(free.free_total)},
+    )

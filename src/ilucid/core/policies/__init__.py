@@ -1,0 +1,36 @@
+"""Policy registry: names users type on the command line, mapped to policy factories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, sjf_key
+from ilucid.core.policies.preemptive import ReplanningPolicy, srtf, tiresias
+from ilucid.core.scheduler import Policy
+
+__all__ = ["POLICIES", "OrderedPolicy", "ReplanningPolicy", "make_policy"]
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "fifo": lambda: OrderedPolicy("fifo", fifo_key),
+    "sjf": lambda: OrderedPolicy("sjf", sjf_key),
+    "fifo-backfill": lambda: OrderedPolicy("fifo-backfill", fifo_key, backfill=True),
+    "sjf-backfill": lambda: OrderedPolicy("sjf-backfill", sjf_key, backfill=True),
+    "srtf": srtf,
+    "tiresias": tiresias,
+}
+
+
+def make_policy(name: str, tiresias_interval: float | None = None,
+                tiresias_threshold: float | None = None) -> Policy:
+    """Build a policy by name; unknown names list the known ones."""
+    if name == "tiresias" and (tiresias_interval is not None or tiresias_threshold is not None):
+        return tiresias(
+            thresholds=(18000.0 if tiresias_threshold is None else tiresias_threshold,),
+            interval=60.0 if tiresias_interval is None else tiresias_interval,
+        )
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        known = ", ".join(POLICIES)
+        raise ValueError(f"unknown policy {name!r}; known policies: {known}") from None
+    return factory()

@@ -1,0 +1,177 @@
+"""The scheduling core as a pure state machine.
+
+Drivers (the simulator, the live service) feed it stimuli (``submit``,
+``finish``) stamped with their own clock and ask it to ``schedule``; it answers
+with decisions (start with a placement, preempt) that carry their reasons. It
+reads no clock, does no I/O and keeps no global state, so a simulated run is a
+faithful prediction of what the service would decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ilucid.core.decision import Action, Decision, Reason
+from ilucid.core.free_gpus import FreeGpus
+from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
+from ilucid.core.model import Cluster, JobSpec, Placement
+from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
+
+__all__ = ["Policy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    overhead: RestoreOverhead = field(default_factory=RestoreOverhead)
+
+
+class SchedulingPass:
+    """What a policy may do during one pass: try to start jobs, preempt running ones.
+
+    Every change is applied to the core's state at once (so the next placement
+    sees it) and recorded as a decision.
+    """
+
+    __slots__ = ("_scheduler", "decisions", "now")
+
+    def __init__(self, scheduler: Scheduler, now: float) -> None:
+        self._scheduler = scheduler
+        self.now = now
+        self.decisions: list[Decision] = []
+
+    @property
+    def free(self) -> FreeGpus:
+        return self._scheduler.free
+
+    def try_start(self, job: JobState, why: str) -> bool:
+        """Place and start ``job`` if the placer finds room; ``why`` says why it goes now."""
+        placement = self._scheduler.placer.place(job.spec, self._scheduler.free)
+        if placement is None:
+            return False
+        self.start(job, placement, why)
+        return True
+
+    def start(self, job: JobState, placement: Placement, why: str) -> None:
+        scheduler = self._scheduler
+        scheduler.free.take(placement)
+        job.start(placement, self.now)
+        scheduler.policy.on_started(job, self.now)
+        self.decisions.append(
+            Decision(Action.START, job.spec.id, placement, (Reason("Scheduled", why),))
+        )
+
+    def preempt(self, job: JobState, why: str) -> None:
+        scheduler = self._scheduler
+        assert job.placement is not None
+        overhead = scheduler.config.overhead.for_job(job.spec)
+        scheduler.free.give_back(job.placement)
+        placement = job.placement
+        job.stop(self.now, overhead)
+        scheduler.policy.on_preempted(job, self.now)
+        self.decisions.append(
+            Decision(
+                Action.PREEMPT,
+                job.spec.id,
+                placement,
+                (Reason("Preempted", f"{why}; restore costs {overhead:g} s", {"overhead_s": overhead}),),
+            )
+        )
+
+
+class Policy(Protocol):
+    """A scheduling policy: keeps its own ordering structures, decides during passes."""
+
+    name: str
+
+    def on_submitted(self, job: JobState, now: float) -> None: ...
+
+    def on_started(self, job: JobState, now: float) -> None: ...
+
+    def on_preempted(self, job: JobState, now: float) -> None: ...
+
+    def on_finished(self, job: JobState, now: float) -> None: ...
+
+    def schedule(self, step: SchedulingPass) -> None: ...
+
+    def next_wakeup(self, now: float) -> float | None:
+        """Earliest time the policy wants a pass without any new stimulus, if any."""
+        ...
+
+    def queue_position(self, job: JobState, now: float) -> int | None:
+        """1-based position of a pending job in the policy's order."""
+        ...
+
+
+class Scheduler:
+    """Owns the cluster's free GPUs and every job's state; a policy decides the order."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        placer: Placer | None = None,
+        config: SchedulerConfig | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.placer: Placer = placer or ConsolidatingPlacer()
+        self.config = config or SchedulerConfig()
+        self.free = FreeGpus(cluster)
+        self.jobs: dict[str, JobState] = {}
+        self._seq = 0
+        self.pending_count = 0
+
+    # -- stimuli -----------------------------------------------------------------
+    def submit(self, spec: JobSpec, now: float) -> JobState:
+        if spec.id in self.jobs:
+            raise ValueError(f"job {spec.id} was already submitted")
+        if spec.num_gpus > self.cluster.total_gpus:
+            raise ValueError(
+                f"job {spec.id} needs {spec.num_gpus} GPUs; the cluster has {self.cluster.total_gpus}"
+            )
+        job = JobState(spec, self._seq)
+        self._seq += 1
+        self.jobs[spec.id] = job
+        self.pending_count += 1
+        self.policy.on_submitted(job, now)
+        return job
+
+    def finish(self, job_id: str, now: float) -> JobState:
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.RUNNING or job.placement is None:
+            raise ValueError(f"job {job_id} is {job.status.value}, not running")
+        self.free.give_back(job.placement)
+        job.finish(now)
+        self.policy.on_finished(job, now)
+        del self.jobs[job_id]
+        return job
+
+    def schedule(self, now: float) -> list[Decision]:
+        step = SchedulingPass(self, now)
+        self.policy.schedule(step)
+        for decision in step.decisions:
+            self.pending_count += -1 if decision.action is Action.START else 1
+        return step.decisions
+
+    def next_wakeup(self, now: float) -> float | None:
+        return self.policy.next_wakeup(now)
+
+    # -- questions ---------------------------------------------------------------
+    def running(self) -> Iterable[JobState]:
+        return (j for j in self.jobs.values() if j.status is JobStatus.RUNNING)
+
+    def pending(self) -> Iterable[JobState]:
+        return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
+
+    def why_pending(self, job_id: str, now: float) -> str:
+        """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 have fewer ...``."""
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.PENDING:
+            return f"{job_id} is {job.status.value}"
+        position = self.policy.queue_position(job, now)
+        where = f" (position {position} in {self.policy.name} order)" if position else ""
+        if self.placer.place(job.spec, self.free) is None:
+            return f"pending{where}: {explain_unplaceable(job.spec, self.free).message}"
+        return f"pending{where}: fits now but {self.policy.name} runs jobs ahead of it first"

@@ -1,0 +1,237 @@
+"""Parsers for the public trace formats ilucid replays.
+
+Each parser returns jobs sorted by submit time (a file whose times go
+backwards is rejected, since a replay of it would be silently wrong) and
+counts what it skipped and why. Times are seconds from the trace's origin.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from ilucid.core import Cluster, JobClass, JobSpec, Node
+from ilucid.traces.reader import Row, TraceError, read_rows
+
+__all__ = [
+    "GENERIC_COLUMNS",
+    "Trace",
+    "load_alibaba",
+    "load_alibaba_nodes",
+    "load_generic",
+    "load_helios",
+    "load_itp",
+    "load_philly",
+]
+
+
+@dataclass(slots=True)
+class Trace:
+    """Jobs of a trace and, when the trace has one, its cluster."""
+
+    name: str
+    jobs: list[JobSpec]
+    source: str
+    cluster: Cluster | None = None
+    synthetic: bool = False
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def limit(self, count: int | None) -> Trace:
+        if count is None or count >= len(self.jobs):
+            return self
+        return Trace(self.name, self.jobs[:count], self.source, self.cluster, self.synthetic,
+                     self.skipped)
+
+
+class _Ordered:
+    """Checks that submit times never go backwards."""
+
+    def __init__(self, time_field: str) -> None:
+        self.field = time_field
+        self.last = float("-inf")
+
+    def check(self, row: Row, value: float) -> None:
+        if value < self.last:
+            raise row.error(
+                self.field, f"submit times must not go backwards ({value:g} after {self.last:g})"
+            )
+        self.last = value
+
+
+def _shape(row: Row, text: str, size: int) -> tuple[int, ...]:
+    try:
+        parts = tuple(int(p) for p in text.split("+"))
+    except ValueError:
+        raise row.error("shape", f"expected GPUs per machine such as '8+8', got {text!r}") from None
+    if any(p <= 0 for p in parts) or sum(parts) != size:
+        raise row.error("shape", f"{text!r} does not split {size} GPUs into positive parts")
+    return parts
+
+
+def load_philly(path: Path) -> Trace:
+    """Philly (ATC'19) as converted by RFold: one row per job."""
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    order = _Ordered("arrival time (sec)")
+    required = ("job id", "arrival time (sec)", "shape", "size", "duration (sec)")
+    for row in read_rows(path, required):
+        submit = row.number("arrival time (sec)")
+        order.check(row, submit)
+        size = row.integer("size")
+        duration = row.number("duration (sec)")
+        if size == 0:
+            skipped["uses no GPU"] += 1
+            continue
+        shape = _shape(row, row.text("shape"), size)
+        jobs.append(JobSpec(row.text("job id"), submit, size, duration, shape=shape))
+    return Trace(path.stem, jobs, str(path), skipped=skipped)
+
+
+def load_itp(path: Path) -> Trace:
+    """Microsoft ITP clusters (elasticflow-traces raw format)."""
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    order = _Ordered("submission_time")
+    for row in read_rows(path, ("job_id", "submission_time", "duration", "num_gpu")):
+        submit = row.number("submission_time")
+        order.check(row, submit)
+        gpus = row.integer("num_gpu")
+        duration = row.number("duration")
+        if gpus == 0:
+            skipped["uses no GPU"] += 1
+            continue
+        jobs.append(JobSpec(row.text("job_id"), submit, gpus, duration))
+    return Trace(path.stem, jobs, str(path), skipped=skipped)
+
+
+def load_alibaba_nodes(path: Path) -> Cluster:
+    """Alibaba v2023 node list (``sn, cpu_milli, memory_mib, gpu, model``); GPU-less nodes dropped."""
+    nodes: list[Node] = []
+    for row in read_rows(path, ("sn", "gpu", "model")):
+        gpus = row.integer("gpu")
+        if gpus > 0:
+            nodes.append(Node(row.text("sn"), gpus, row.text("model", "unknown")))
+    if not nodes:
+        raise TraceError(path, None, "gpu", "no node has a GPU")
+    return Cluster(tuple(nodes))
+
+
+def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
+    """Alibaba GPU v2023 pods: LS pods are inference, others training.
+
+    Duration is ``deletion_time - scheduled_time``; pods that never started
+    and pods without GPUs are skipped. A fractional ``gpu_milli`` request is
+    kept on the job (whole-GPU policies round it up to one GPU).
+    """
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    order = _Ordered("creation_time")
+    required = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "creation_time",
+                "deletion_time", "scheduled_time")
+    for row in read_rows(pods, required):
+        submit = row.number("creation_time")
+        order.check(row, submit)
+        gpus = row.integer("num_gpu")
+        if gpus == 0:
+            skipped["uses no GPU"] += 1
+            continue
+        scheduled = row.optional_number("scheduled_time")
+        deleted = row.optional_number("deletion_time")
+        if scheduled is None or deleted is None:
+            skipped["never started"] += 1
+            continue
+        if deleted < scheduled:
+            raise row.error("deletion_time", f"{deleted:g} is before scheduled_time {scheduled:g}")
+        milli = row.integer("gpu_milli") if gpus == 1 else 1000
+        qos = row.text("qos", "BE")
+        spec = row.values.get("gpu_spec", "").strip() or None
+        jobs.append(
+            JobSpec(
+                row.text("name"), submit, gpus, deleted - scheduled,
+                job_class=JobClass.INFERENCE if qos == "LS" else JobClass.TRAINING,
+                tenant=qos, gpu_type=spec, gpu_milli=max(1, min(1000, milli)),
+            )
+        )
+    cluster = load_alibaba_nodes(nodes) if nodes is not None else None
+    return Trace(pods.stem, jobs, str(pods), cluster=cluster, skipped=skipped)
+
+
+def _seconds(row: Row, name: str) -> float:
+    raw = row.text(name)
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        raise row.error(name, f"expected seconds or an ISO date-time, got {raw!r}") from None
+
+
+def load_helios(path: Path) -> Trace:
+    """Helios / Lucid artifact format: ``job_id,user,vc,gpu_num,cpu_num,state,submit_time,duration``.
+
+    ``submit_time`` may be seconds or a date-time; times are shifted so the
+    first job arrives at 0. Jobs without GPUs are skipped, as the artifact does.
+    """
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    order = _Ordered("submit_time")
+    origin: float | None = None
+    for row in read_rows(path, ("job_id", "user", "vc", "gpu_num", "submit_time", "duration")):
+        absolute = _seconds(row, "submit_time")
+        order.check(row, absolute)
+        origin = absolute if origin is None else origin
+        gpus = row.integer("gpu_num")
+        duration = row.number("duration")
+        if gpus == 0:
+            skipped["uses no GPU"] += 1
+            continue
+        jobs.append(
+            JobSpec(row.text("job_id"), absolute - origin, gpus, duration,
+                    tenant=row.text("vc"), user=row.text("user"))
+        )
+    return Trace(path.stem, jobs, str(path), skipped=skipped)
+
+
+#: Columns of the documented generic format; the first four are required.
+GENERIC_COLUMNS = (
+    "id", "submit_time", "num_gpus", "duration",
+    "job_class", "tenant", "user", "gpu_type", "gpu_memory_gb", "gpu_milli", "priority",
+)
+
+
+def load_generic(path: Path) -> Trace:
+    """ilucid's generic CSV (see docs/traces.md): one job per row, seconds."""
+    jobs: list[JobSpec] = []
+    skipped: Counter[str] = Counter()
+    order = _Ordered("submit_time")
+    classes = {c.value: c for c in JobClass}
+    for row in read_rows(path, GENERIC_COLUMNS[:4]):
+        submit = row.number("submit_time")
+        order.check(row, submit)
+        job_class_text = row.text("job_class", "training")
+        if job_class_text not in classes:
+            raise row.error("job_class", f"expected one of {', '.join(classes)}, got {job_class_text!r}")
+        gpus = row.integer("num_gpus")
+        duration = row.number("duration")
+        if gpus == 0:
+            skipped["uses no GPU"] += 1
+            continue
+        milli = row.optional_number("gpu_milli", 1)
+        priority = row.optional_number("priority", None)
+        jobs.append(
+            JobSpec(
+                row.text("id"), submit, gpus, duration,
+                job_class=classes[job_class_text],
+                tenant=row.text("tenant", "default"),
+                user=row.text("user", "default"),
+                gpu_type=row.values.get("gpu_type", "").strip() or None,
+                gpu_memory_gb=row.optional_number("gpu_memory_gb"),
+                gpu_milli=1000 if milli is None else min(1000, int(milli)),
+                priority=0 if priority is None else int(priority),
+            )
+        )
+    return Trace(path.stem, jobs, str(path), skipped=skipped)

@@ -1,0 +1,126 @@
+"""Resolve a trace name or path, and size a cluster for traces that have none."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from ilucid.core import Cluster, JobSpec
+from ilucid.traces.formats import (
+    Trace,
+    load_alibaba,
+    load_generic,
+    load_helios,
+    load_itp,
+    load_philly,
+)
+from ilucid.traces.reader import TraceError
+
+__all__ = [
+    "DEFAULT_LOAD",
+    "KNOWN_TRACES",
+    "cluster_for_load",
+    "load_trace",
+    "trace_dir",
+]
+
+#: Nominal offered load of ../shared/traces/README.md's size convention.
+DEFAULT_LOAD = 0.85
+
+#: Short names resolved inside the trace directory.
+KNOWN_TRACES: dict[str, str] = {
+    "philly": "philly-rfold/philly_trace.csv",
+    **{f"itp-0{i}": f"msft-itp/cluster0{i}.csv" for i in range(1, 6)},
+    "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv",
+}
+ALIBABA_NODES = "alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
+
+
+def trace_dir() -> Path | None:
+    """``ILUCID_TRACE_DIR`` when set; the product never requires it."""
+    value = os.environ.get("ILUCID_TRACE_DIR")
+    return Path(value) if value else None
+
+
+def _detect(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            header = handle.readline()
+    except OSError as exc:
+        raise TraceError(path, None, None, f"cannot open: {exc.strerror}") from None
+    names = {h.strip().lstrip("#").strip() for h in header.split(",")}
+    if "arrival time (sec)" in names:
+        return "philly"
+    if {"submission_time", "num_gpu"} <= names:
+        return "itp"
+    if {"gpu_milli", "qos", "creation_time"} <= names:
+        return "alibaba"
+    if {"vc", "gpu_num", "submit_time"} <= names:
+        return "helios"
+    if {"id", "submit_time", "num_gpus", "duration"} <= names:
+        return "generic"
+    raise TraceError(
+        path, 1, None,
+        "unknown trace format; expected Philly (RFold), ITP, Alibaba v2023, Helios/Lucid"
+        " or the generic columns id,submit_time,num_gpus,duration",
+    )
+
+
+def load_trace(name_or_path: str, directory: Path | None = None) -> Trace:
+    """Load a trace by short name (inside ``directory`` or ``ILUCID_TRACE_DIR``) or path."""
+    directory = directory or trace_dir()
+    if name_or_path in KNOWN_TRACES:
+        if directory is None:
+            raise TraceError(
+                name_or_path, None, None,
+                "is a trace name; set ILUCID_TRACE_DIR to the folder holding the public traces"
+                " (for example ../shared/traces) or pass a file path",
+            )
+        path = directory / KNOWN_TRACES[name_or_path]
+        if not path.exists():
+            raise TraceError(path, None, None, f"trace {name_or_path!r} not found in {directory}")
+        if name_or_path == "alibaba":
+            trace = load_alibaba(path, directory / ALIBABA_NODES)
+        else:
+            trace = _load_path(path)
+        trace.name = name_or_path
+        return trace
+    path = Path(name_or_path)
+    if not path.exists():
+        known = ", ".join(KNOWN_TRACES)
+        raise TraceError(path, None, None, f"no such file (known trace names: {known})")
+    return _load_path(path)
+
+
+def _load_path(path: Path) -> Trace:
+    kind = _detect(path)
+    if kind == "alibaba":
+        sibling = path.parent / Path(ALIBABA_NODES).name
+        return load_alibaba(path, sibling if sibling.exists() else None)
+    loader = {"philly": load_philly, "itp": load_itp, "helios": load_helios,
+              "generic": load_generic}[kind]
+    return loader(path)
+
+
+def cluster_for_load(
+    jobs: list[JobSpec], load: float = DEFAULT_LOAD, gpus_per_node: int = 8
+) -> Cluster:
+    """Nodes so the trace offers ``load`` of the cluster's GPU capacity over its arrival span.
+
+    ``nodes = max(ceil(GPU-seconds / (gpus_per_node * load * span)), ceil(largest job / gpus_per_node))``
+    as in ../shared/traces/README.md.
+    """
+    if not jobs:
+        raise ValueError("cannot size a cluster for an empty trace")
+    if load <= 0:
+        raise ValueError(f"load must be > 0, got {load}")
+    work = sum(j.num_gpus * j.duration for j in jobs)
+    span = max(jobs[-1].submit_time - jobs[0].submit_time, 1.0)
+    largest = max(j.num_gpus for j in jobs)
+    nodes = max(
+        math.ceil(work / (gpus_per_node * load * span)),
+        math.ceil(largest / gpus_per_node),
+        1,
+    )
+    return Cluster.homogeneous(nodes, gpus_per_node)
