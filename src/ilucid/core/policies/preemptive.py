@@ -6,54 +6,172 @@ does not fit is skipped, not blocking), preempt every running job left out,
 then place the chosen pending jobs; one that cannot be placed (fragmentation)
 stays pending until the next pass.
 
-The plan only changes when the order or the quota can change: at arrivals,
-completions and (Tiresias) demotions. Between those the running set is
-stable, which is why an event-driven pass reproduces a per-second loop.
+A naive walk visits every active job on every pass, which is far too slow for
+a 100,000-job trace. Here running and pending jobs live in separate sorted
+structures whose keys do not change while a job keeps its status, so a pass
+jumps over whole runs of running jobs with one prefix-sum query and visits
+only pending jobs small enough for the quota left. The plan can only change
+at arrivals, completions and (Tiresias) demotions; passes happen only then.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.sorted_sums import Entry, SortedSums
 
-__all__ = ["ReplanningPolicy", "srtf", "tiresias"]
+__all__ = ["ReplanOrder", "ReplanningPolicy", "SrtfOrder", "TiresiasOrder", "srtf", "tiresias"]
 
-OrderKey = Callable[[JobState, float], tuple[float, ...]]
+
+class ReplanOrder(Protocol):
+    """How a re-planning policy ranks jobs. Entries end with ``(seq, gpus)``."""
+
+    thresholds: tuple[float, ...]
+
+    def pending_entry(self, job: JobState) -> Entry: ...
+
+    def running_entry(self, job: JobState, now: float) -> Entry: ...
+
+    def bound(self, pending: Entry, now: float) -> Entry:
+        """Running entries below this bound come before the pending job in the order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SrtfOrder:
+    """Remaining time, ascending. A running job's key is its absolute end time,
+    which stays fixed while it runs; it precedes a pending job when it will end
+    sooner than that job's remaining time from now (ties go to the pending job)."""
+
+    thresholds: tuple[float, ...] = ()
+
+    def pending_entry(self, job: JobState) -> Entry:
+        return (job.remaining, job.seq, job.spec.num_gpus)
+
+    def running_entry(self, job: JobState, now: float) -> Entry:
+        return (job.since + job.remaining, job.seq, job.spec.num_gpus)
+
+    def bound(self, pending: Entry, now: float) -> Entry:
+        return (now + pending[0], -1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TiresiasOrder:
+    """Queue level by attained GPU-seconds, then submit time; running first on ties."""
+
+    thresholds: tuple[float, ...] = (18000.0,)
+
+    def level(self, attained: float) -> int:
+        return sum(1 for t in self.thresholds if attained > t)
+
+    def pending_entry(self, job: JobState) -> Entry:
+        return (self.level(job.attained), job.spec.submit_time, 1, job.seq, job.spec.num_gpus)
+
+    def running_entry(self, job: JobState, now: float) -> Entry:
+        level = self.level(job.attained_at(now))
+        return (level, job.spec.submit_time, 0, job.seq, job.spec.num_gpus)
+
+    def bound(self, pending: Entry, now: float) -> Entry:
+        return pending
 
 
 class ReplanningPolicy:
     """Greedy quota re-planning over a dynamic order (see module docstring)."""
 
-    def __init__(
-        self,
-        name: str,
-        key: OrderKey,
-        interval: float = 0.0,
-        demotion_thresholds: tuple[float, ...] = (),
-    ) -> None:
+    def __init__(self, name: str, order: ReplanOrder, interval: float = 0.0) -> None:
         self.name = name
-        self._key = key
+        self.order = order
         self.interval = interval
-        self.thresholds = demotion_thresholds
-        self._active: dict[int, JobState] = {}
+        self._jobs: dict[int, JobState] = {}
+        self._entry: dict[int, Entry] = {}
+        self._running = SortedSums()
+        self._pending: dict[int, list[Entry]] = {}  # GPUs -> sorted pending entries
+        self._sizes: list[int] = []
+        self._pending_count = 0
+        self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
         self._dirty = False
+
+    # -- bookkeeping -------------------------------------------------------------
+    def _add_pending(self, job: JobState) -> None:
+        entry = self.order.pending_entry(job)
+        self._entry[job.seq] = entry
+        gpus = job.spec.num_gpus
+        bucket = self._pending.get(gpus)
+        if bucket is None:
+            bucket = self._pending[gpus] = []
+            bisect.insort(self._sizes, gpus)
+        bisect.insort(bucket, entry)
+        self._pending_count += 1
+
+    def _remove_pending(self, job: JobState) -> None:
+        entry = self._entry.pop(job.seq)
+        bucket = self._pending[job.spec.num_gpus]
+        del bucket[bisect.bisect_left(bucket, entry)]
+        self._pending_count -= 1
+
+    def _add_running(self, job: JobState, now: float) -> None:
+        entry = self.order.running_entry(job, now)
+        self._entry[job.seq] = entry
+        self._running.add(entry)
+        self._plan_crossing(job, now)
+
+    def _plan_crossing(self, job: JobState, now: float) -> None:
+        gpus = job.spec.num_gpus
+        if not self.order.thresholds or gpus == 0:
+            return
+        attained = job.attained_at(now)
+        for threshold in self.order.thresholds:
+            if attained <= threshold:
+                crossing = job.since + (threshold - job.attained) / gpus
+                heapq.heappush(self._crossings, (crossing, job.seq, job.since))
+                return
+
+    def _demote_crossed(self, now: float) -> bool:
+        """Re-key running jobs whose attained service crossed a threshold by ``now``."""
+        demoted = False
+        crossings = self._crossings
+        not_yet: list[tuple[float, int, float]] = []
+        while crossings and crossings[0][0] <= now:
+            item = heapq.heappop(crossings)
+            job = self._jobs.get(item[1])
+            if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
+                continue  # stale: finished or preempted since
+            fresh = self.order.running_entry(job, now)
+            if fresh == self._entry[job.seq]:
+                not_yet.append(item)  # rounding: crosses strictly after this instant
+                continue
+            self._running.remove(self._entry[job.seq])
+            self._running.add(fresh)
+            self._entry[job.seq] = fresh
+            self._plan_crossing(job, now)
+            demoted = True
+        for item in not_yet:
+            heapq.heappush(crossings, (item[0] + 1e-6, item[1], item[2]))
+        return demoted
 
     # -- stimuli -----------------------------------------------------------------
     def on_submitted(self, job: JobState, now: float) -> None:
-        self._active[job.seq] = job
+        self._jobs[job.seq] = job
+        self._add_pending(job)
         self._dirty = True
 
     def on_started(self, job: JobState, now: float) -> None:
-        pass
+        self._remove_pending(job)
+        self._add_running(job, now)
 
     def on_preempted(self, job: JobState, now: float) -> None:
-        pass
+        self._running.remove(self._entry.pop(job.seq))
+        self._add_pending(job)
 
     def on_finished(self, job: JobState, now: float) -> None:
-        del self._active[job.seq]
+        self._running.remove(self._entry.pop(job.seq))
+        del self._jobs[job.seq]
         self._dirty = True
 
     # -- timing --------------------------------------------------------------------
@@ -66,71 +184,91 @@ class ReplanningPolicy:
     def next_wakeup(self, now: float) -> float | None:
         if self._dirty:
             return self._boundary(now)
-        if not self.thresholds:
+        if not self._pending_count:
             return None
-        # a running job crossing a queue threshold may change the plan
-        has_pending = any(j.status is JobStatus.PENDING for j in self._active.values())
-        if not has_pending:
+        crossings = self._crossings
+        while crossings:
+            crossing, seq, since = crossings[0]
+            job = self._jobs.get(seq)
+            if job is not None and job.status is JobStatus.RUNNING and job.since == since:
+                break
+            heapq.heappop(crossings)
+        if not crossings:
             return None
-        soonest: float | None = None
-        for job in self._active.values():
-            if job.status is not JobStatus.RUNNING or job.spec.num_gpus == 0:
-                continue
-            attained = job.attained_at(now)
-            for threshold in self.thresholds:
-                if attained <= threshold:
-                    crossing = job.since + (threshold - job.attained) / job.spec.num_gpus
-                    if soonest is None or crossing < soonest:
-                        soonest = crossing
-                    break
-        if soonest is None:
-            return None
-        wake = self._boundary(soonest)
-        if wake <= now or (self.interval > 0 and wake == soonest):
-            wake += self.interval if self.interval > 0 else 1e-6
-        return wake
+        crossing = crossings[0][0]
+        wake = self._boundary(crossing)
+        if wake <= crossing:  # demotion needs attained > threshold: strictly after
+            wake = crossing + self.interval if self.interval > 0 else math.nextafter(crossing, math.inf)
+            wake = self._boundary(wake)
+        return max(wake, self._boundary(math.nextafter(now, math.inf)))
 
     def queue_position(self, job: JobState, now: float) -> int | None:
-        key = self._key(job, now)
-        return 1 + sum(
-            1
-            for other in self._active.values()
-            if other.status is JobStatus.PENDING and self._key(other, now) < key
-        )
+        entry = self._entry.get(job.seq)
+        if entry is None or job.status is not JobStatus.PENDING:
+            return None
+        return 1 + sum(bisect.bisect_left(b, entry) for b in self._pending.values())
 
     # -- decisions ---------------------------------------------------------------
+    def _next_candidate(self, after: Entry | None, quota: float) -> Entry | None:
+        """First pending entry after ``after`` that needs at most ``quota`` GPUs."""
+        best: Entry | None = None
+        for gpus in self._sizes:
+            if gpus > quota:
+                break
+            bucket = self._pending[gpus]
+            index = 0 if after is None else bisect.bisect_right(bucket, after)
+            if index < len(bucket) and (best is None or bucket[index] < best):
+                best = bucket[index]
+        return best
+
     def schedule(self, step: SchedulingPass) -> None:
         now = step.now
         if self.interval > 0 and now != self._boundary(now):
             return
+        if self.order.thresholds and self._demote_crossed(now):
+            self._dirty = True
+        if not self._dirty:
+            return
         self._dirty = False
-        order = sorted(self._active.values(), key=lambda j: self._key(j, now))
-        quota = step.free.cluster.total_gpus
-        chosen: list[JobState] = []
-        victims: list[JobState] = []
-        for job in order:
-            gpus = job.spec.num_gpus
-            if gpus <= quota:
-                quota -= gpus
-                if job.status is JobStatus.PENDING:
-                    chosen.append(job)
-            elif job.status is JobStatus.RUNNING:
-                victims.append(job)
-        for job in victims:
-            step.preempt(job, f"{self.name}: jobs ahead in its order need its GPUs")
-        for job in chosen:
-            step.try_start(job, f"{self.name}: within the GPU quota in its order")
+        quota = float(step.free.cluster.total_gpus)
+        running = self._running
+        chosen: list[Entry] = []
+        victims: list[Entry] = []
+        low: Entry | None = None
+        candidate = self._next_candidate(None, quota)
+        while True:
+            high = None if candidate is None else self.order.bound(candidate, now)
+            block = running.sum_below(high) if high is not None else running.total
+            if low is not None:
+                block -= running.sum_below(low)
+            if block <= quota:
+                quota -= block
+            else:
+                for entry in running.iter_range(low, high):
+                    if entry[-1] <= quota:
+                        quota -= entry[-1]
+                    else:
+                        victims.append(entry)
+            if candidate is None:
+                break
+            if candidate[-1] <= quota:
+                chosen.append(candidate)
+                quota -= candidate[-1]
+            low = high
+            if quota <= 0:
+                victims.extend(running.iter_range(low, None))
+                break
+            candidate = self._next_candidate(candidate, quota)
+        jobs = self._jobs
+        for entry in victims:
+            step.preempt(jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs")
+        for entry in chosen:
+            step.try_start(jobs[int(entry[-2])], f"{self.name}: within the GPU quota in its order")
 
 
-def srtf(overhead_aware: bool = True) -> ReplanningPolicy:
+def srtf() -> ReplanningPolicy:
     """Shortest remaining time first on the true remaining time (oracle, preemptive)."""
-
-    def key(job: JobState, now: float) -> tuple[float, ...]:
-        # ties: pending before running, as the artifact's stable sort does
-        running = 1.0 if job.status is JobStatus.RUNNING else 0.0
-        return (job.remaining_at(now), running, job.seq)
-
-    return ReplanningPolicy("srtf", key)
+    return ReplanningPolicy("srtf", SrtfOrder())
 
 
 def tiresias(
@@ -138,11 +276,4 @@ def tiresias(
     interval: float = 60.0,
 ) -> ReplanningPolicy:
     """Discretised two-dimensional LAS: queue by attained GPU-seconds, FIFO inside a queue."""
-
-    def key(job: JobState, now: float) -> tuple[float, ...]:
-        attained = job.attained_at(now)
-        level = sum(1 for t in thresholds if attained > t)
-        running = 0.0 if job.status is JobStatus.RUNNING else 1.0
-        return (float(level), job.spec.submit_time, running, job.seq)
-
-    return ReplanningPolicy("tiresias", key, interval=interval, demotion_thresholds=thresholds)
+    return ReplanningPolicy("tiresias", TiresiasOrder(tuple(sorted(thresholds))), interval)

@@ -1,0 +1,112 @@
+"""A sorted multiset of tuples with fast prefix sums of their last element.
+
+Preemptive re-planning must ask "how many GPUs do the running jobs ahead of
+this pending job hold?" thousands of times per simulated day. Blocks of at
+most ``2 * load`` sorted entries with a per-block sum answer that in
+O(number of blocks + block size), about O(sqrt n), without leaving the
+standard library.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+__all__ = ["SortedSums"]
+
+Entry = tuple[float, ...]
+
+
+class SortedSums:
+    """Sorted distinct entries; ``entry[-1]`` is the weight that is summed."""
+
+    __slots__ = ("_blocks", "_load", "_maxes", "_sums", "total")
+
+    def __init__(self, load: int = 64) -> None:
+        self._load = load
+        self._blocks: list[list[Entry]] = []
+        self._maxes: list[Entry] = []
+        self._sums: list[float] = []
+        self.total = 0.0
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._blocks)
+
+    def __bool__(self) -> bool:
+        return bool(self._blocks)
+
+    def add(self, entry: Entry) -> None:
+        weight = entry[-1]
+        self.total += weight
+        if not self._blocks:
+            self._blocks.append([entry])
+            self._maxes.append(entry)
+            self._sums.append(weight)
+            return
+        i = bisect.bisect_left(self._maxes, entry)
+        if i == len(self._maxes):
+            i -= 1
+            self._blocks[i].append(entry)
+            self._maxes[i] = entry
+        else:
+            bisect.insort(self._blocks[i], entry)
+        self._sums[i] += weight
+        block = self._blocks[i]
+        if len(block) > 2 * self._load:
+            half = block[self._load:]
+            del block[self._load:]
+            self._blocks.insert(i + 1, half)
+            self._maxes[i] = block[-1]
+            self._maxes.insert(i + 1, half[-1])
+            moved = sum(e[-1] for e in half)
+            self._sums[i] -= moved
+            self._sums.insert(i + 1, moved)
+
+    def remove(self, entry: Entry) -> None:
+        i = bisect.bisect_left(self._maxes, entry)
+        if i == len(self._maxes):
+            raise KeyError(entry)
+        block = self._blocks[i]
+        j = bisect.bisect_left(block, entry)
+        if j == len(block) or block[j] != entry:
+            raise KeyError(entry)
+        del block[j]
+        self._sums[i] -= entry[-1]
+        self.total -= entry[-1]
+        if not block:
+            del self._blocks[i], self._maxes[i], self._sums[i]
+        elif j == len(block):
+            self._maxes[i] = block[-1]
+
+    def sum_below(self, bound: Entry) -> float:
+        """Total weight of entries strictly less than ``bound``."""
+        i = bisect.bisect_left(self._maxes, bound)
+        total = sum(self._sums[:i])
+        if i < len(self._blocks):
+            block = self._blocks[i]
+            j = bisect.bisect_left(block, bound)
+            total += sum(e[-1] for e in block[:j])
+        return total
+
+    def iter_range(self, low: Entry | None, high: Entry | None) -> Iterator[Entry]:
+        """Entries ``e`` with ``low <= e < high`` in order (``None`` = unbounded)."""
+        blocks = self._blocks
+        if low is None:
+            i, j = 0, 0
+        else:
+            i = bisect.bisect_left(self._maxes, low)
+            if i == len(blocks):
+                return
+            j = bisect.bisect_left(blocks[i], low)
+        while i < len(blocks):
+            block = blocks[i]
+            for k in range(j, len(block)):
+                entry = block[k]
+                if high is not None and entry >= high:
+                    return
+                yield entry
+            i += 1
+            j = 0
+
+    def first(self) -> Entry | None:
+        return self._blocks[0][0] if self._blocks else None
