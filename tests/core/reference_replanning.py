@@ -70,7 +70,8 @@ class ReplanningPolicy:
         if self._dirty:
             return self._boundary(now)
         if self.interval > 0 and self._active:
-            return self._boundary(math.nextafter(now, math.inf))
+            boundary = self._boundary(now)
+            return boundary + self.interval if boundary <= now else boundary
         return None
 
     def queue_position(self, job: JobState, now: float) -> int | None:

@@ -75,7 +75,13 @@ class SchedulingPass:
                 Action.PREEMPT,
                 job.spec.id,
                 placement,
-                (Reason("Preempted", f"{why}; restore costs {overhead:g} s", {"overhead_s": overhead}),),
+                (
+                    Reason(
+                        "Preempted",
+                        f"{why}; restore costs {overhead:g} s",
+                        {"overhead_s": overhead},
+                    ),
+                ),
             )
         )
 
@@ -129,7 +135,8 @@ class Scheduler:
             raise ValueError(f"job {spec.id} was already submitted")
         if spec.num_gpus > self.cluster.total_gpus:
             raise ValueError(
-                f"job {spec.id} needs {spec.num_gpus} GPUs; the cluster has {self.cluster.total_gpus}"
+                f"job {spec.id} needs {spec.num_gpus} GPUs;"
+                f" the cluster has {self.cluster.total_gpus}"
             )
         job = JobState(spec, self._seq)
         self._seq += 1

@@ -53,8 +53,8 @@ class SortedSums:
         self._sums[i] += weight
         block = self._blocks[i]
         if len(block) > 2 * self._load:
-            half = block[self._load:]
-            del block[self._load:]
+            half = block[self._load :]
+            del block[self._load :]
             self._blocks.insert(i + 1, half)
             self._maxes[i] = block[-1]
             self._maxes.insert(i + 1, half[-1])

@@ -144,8 +144,12 @@ def simulate(
             spec = jobs[next_job]
             next_job += 1
             records[spec.id] = JobRecord(
-                spec.id, spec.submit_time, spec.num_gpus, spec.duration,
-                spec.job_class.value, spec.tenant,
+                spec.id,
+                spec.submit_time,
+                spec.num_gpus,
+                spec.duration,
+                spec.job_class.value,
+                spec.tenant,
             )
             remaining[spec.id] = spec.duration
             scheduler.submit(spec, now)

@@ -41,8 +41,9 @@ class Trace:
     def limit(self, count: int | None) -> Trace:
         if count is None or count >= len(self.jobs):
             return self
-        return Trace(self.name, self.jobs[:count], self.source, self.cluster, self.synthetic,
-                     self.skipped)
+        return Trace(
+            self.name, self.jobs[:count], self.source, self.cluster, self.synthetic, self.skipped
+        )
 
 
 class _Ordered:
@@ -107,7 +108,10 @@ def load_itp(path: Path) -> Trace:
 
 
 def load_alibaba_nodes(path: Path) -> Cluster:
-    """Alibaba v2023 node list (``sn, cpu_milli, memory_mib, gpu, model``); GPU-less nodes dropped."""
+    """Alibaba v2023 node list (``sn, cpu_milli, memory_mib, gpu, model``).
+
+    Nodes without GPUs are dropped: they cannot host any job ilucid schedules.
+    """
     nodes: list[Node] = []
     for row in read_rows(path, ("sn", "gpu", "model")):
         gpus = row.integer("gpu")
@@ -128,8 +132,16 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
     order = _Ordered("creation_time")
-    required = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "creation_time",
-                "deletion_time", "scheduled_time")
+    required = (
+        "name",
+        "num_gpu",
+        "gpu_milli",
+        "gpu_spec",
+        "qos",
+        "creation_time",
+        "deletion_time",
+        "scheduled_time",
+    )
     for row in read_rows(pods, required):
         submit = row.number("creation_time")
         order.check(row, submit)
@@ -149,9 +161,14 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
         spec = row.values.get("gpu_spec", "").strip() or None
         jobs.append(
             JobSpec(
-                row.text("name"), submit, gpus, deleted - scheduled,
+                row.text("name"),
+                submit,
+                gpus,
+                deleted - scheduled,
                 job_class=JobClass.INFERENCE if qos == "LS" else JobClass.TRAINING,
-                tenant=qos, gpu_type=spec, gpu_milli=max(1, min(1000, milli)),
+                tenant=qos,
+                gpu_type=spec,
+                gpu_milli=max(1, min(1000, milli)),
             )
         )
     cluster = load_alibaba_nodes(nodes) if nodes is not None else None
@@ -171,7 +188,9 @@ def _seconds(row: Row, name: str) -> float:
 
 
 def load_helios(path: Path) -> Trace:
-    """Helios / Lucid artifact format: ``job_id,user,vc,gpu_num,cpu_num,state,submit_time,duration``.
+    """Helios / Lucid artifact format.
+
+    Columns ``job_id,user,vc,gpu_num,cpu_num,state,submit_time,duration``.
 
     ``submit_time`` may be seconds or a date-time; times are shifted so the
     first job arrives at 0. Jobs without GPUs are skipped, as the artifact does.
@@ -190,16 +209,31 @@ def load_helios(path: Path) -> Trace:
             skipped["uses no GPU"] += 1
             continue
         jobs.append(
-            JobSpec(row.text("job_id"), absolute - origin, gpus, duration,
-                    tenant=row.text("vc"), user=row.text("user"))
+            JobSpec(
+                row.text("job_id"),
+                absolute - origin,
+                gpus,
+                duration,
+                tenant=row.text("vc"),
+                user=row.text("user"),
+            )
         )
     return Trace(path.stem, jobs, str(path), skipped=skipped)
 
 
 #: Columns of the documented generic format; the first four are required.
 GENERIC_COLUMNS = (
-    "id", "submit_time", "num_gpus", "duration",
-    "job_class", "tenant", "user", "gpu_type", "gpu_memory_gb", "gpu_milli", "priority",
+    "id",
+    "submit_time",
+    "num_gpus",
+    "duration",
+    "job_class",
+    "tenant",
+    "user",
+    "gpu_type",
+    "gpu_memory_gb",
+    "gpu_milli",
+    "priority",
 )
 
 
@@ -214,7 +248,9 @@ def load_generic(path: Path) -> Trace:
         order.check(row, submit)
         job_class_text = row.text("job_class", "training")
         if job_class_text not in classes:
-            raise row.error("job_class", f"expected one of {', '.join(classes)}, got {job_class_text!r}")
+            raise row.error(
+                "job_class", f"expected one of {', '.join(classes)}, got {job_class_text!r}"
+            )
         gpus = row.integer("num_gpus")
         duration = row.number("duration")
         if gpus == 0:
@@ -224,7 +260,10 @@ def load_generic(path: Path) -> Trace:
         priority = row.optional_number("priority", None)
         jobs.append(
             JobSpec(
-                row.text("id"), submit, gpus, duration,
+                row.text("id"),
+                submit,
+                gpus,
+                duration,
                 job_class=classes[job_class_text],
                 tenant=row.text("tenant", "default"),
                 user=row.text("user", "default"),

@@ -47,7 +47,9 @@ class Row:
         try:
             value = float(raw)
         except ValueError:
-            raise TraceError(self._path, self.line, name, f"expected a number, got {raw!r}") from None
+            raise TraceError(
+                self._path, self.line, name, f"expected a number, got {raw!r}"
+            ) from None
         if math.isnan(value) or math.isinf(value):
             raise TraceError(self._path, self.line, name, f"expected a finite number, got {raw!r}")
         if minimum is not None and value < minimum:
@@ -79,7 +81,7 @@ def read_rows(path: Path, required: Sequence[str]) -> Iterator[Row]:
     column names are stripped of spaces.
     """
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise TraceError(path, None, None, f"cannot open: {exc.strerror}") from None
     with handle:

@@ -45,7 +45,7 @@ def trace_dir() -> Path | None:
 
 def _detect(path: Path) -> str:
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:
             header = handle.readline()
     except OSError as exc:
         raise TraceError(path, None, None, f"cannot open: {exc.strerror}") from None
@@ -58,10 +58,12 @@ def _detect(path: Path) -> str:
         return "alibaba"
     if {"vc", "gpu_num", "submit_time"} <= names:
         return "helios"
-    if {"id", "submit_time", "num_gpus", "duration"} <= names:
-        return "generic"
+    if {"id", "submit_time"} <= names:
+        return "generic"  # the loader names any missing generic column
     raise TraceError(
-        path, 1, None,
+        path,
+        1,
+        None,
         "unknown trace format; expected Philly (RFold), ITP, Alibaba v2023, Helios/Lucid"
         " or the generic columns id,submit_time,num_gpus,duration",
     )
@@ -73,7 +75,9 @@ def load_trace(name_or_path: str, directory: Path | None = None) -> Trace:
     if name_or_path in KNOWN_TRACES:
         if directory is None:
             raise TraceError(
-                name_or_path, None, None,
+                name_or_path,
+                None,
+                None,
                 "is a trace name; set ILUCID_TRACE_DIR to the folder holding the public traces"
                 " (for example ../shared/traces) or pass a file path",
             )
@@ -98,8 +102,12 @@ def _load_path(path: Path) -> Trace:
     if kind == "alibaba":
         sibling = path.parent / Path(ALIBABA_NODES).name
         return load_alibaba(path, sibling if sibling.exists() else None)
-    loader = {"philly": load_philly, "itp": load_itp, "helios": load_helios,
-              "generic": load_generic}[kind]
+    loader = {
+        "philly": load_philly,
+        "itp": load_itp,
+        "helios": load_helios,
+        "generic": load_generic,
+    }[kind]
     return loader(path)
 
 
@@ -108,8 +116,8 @@ def cluster_for_load(
 ) -> Cluster:
     """Nodes so the trace offers ``load`` of the cluster's GPU capacity over its arrival span.
 
-    ``nodes = max(ceil(GPU-seconds / (gpus_per_node * load * span)), ceil(largest job / gpus_per_node))``
-    as in ../shared/traces/README.md.
+    ``nodes = max(ceil(GPU-seconds / (gpus_per_node * load * span)),
+    ceil(largest job / gpus_per_node))`` as in ../shared/traces/README.md.
     """
     if not jobs:
         raise ValueError("cannot size a cluster for an empty trace")

@@ -20,8 +20,9 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 }
 
 
-def make_policy(name: str, tiresias_interval: float | None = None,
-                tiresias_threshold: float | None = None) -> Policy:
+def make_policy(
+    name: str, tiresias_interval: float | None = None, tiresias_threshold: float | None = None
+) -> Policy:
     """Build a policy by name; unknown names list the known ones."""
     if name == "tiresias" and (tiresias_interval is not None or tiresias_threshold is not None):
         return tiresias(

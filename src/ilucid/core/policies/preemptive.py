@@ -32,7 +32,10 @@ __all__ = ["ReplanOrder", "ReplanningPolicy", "SrtfOrder", "TiresiasOrder", "srt
 class ReplanOrder(Protocol):
     """How a re-planning policy ranks jobs. Entries end with ``(seq, gpus)``."""
 
-    thresholds: tuple[float, ...]
+    @property
+    def thresholds(self) -> tuple[float, ...]:
+        """Attained-service levels whose crossing re-ranks a running job (none for SRTF)."""
+        ...
 
     def pending_entry(self, job: JobState) -> Entry: ...
 
@@ -198,9 +201,20 @@ class ReplanningPolicy:
         crossing = crossings[0][0]
         wake = self._boundary(crossing)
         if wake <= crossing:  # demotion needs attained > threshold: strictly after
-            wake = crossing + self.interval if self.interval > 0 else math.nextafter(crossing, math.inf)
+            wake = (
+                crossing + self.interval
+                if self.interval > 0
+                else math.nextafter(crossing, math.inf)
+            )
             wake = self._boundary(wake)
-        return max(wake, self._boundary(math.nextafter(now, math.inf)))
+        return max(wake, self._boundary_after(now))
+
+    def _boundary_after(self, now: float) -> float:
+        """The first pass time strictly after ``now``."""
+        if self.interval <= 0:
+            return math.nextafter(now, math.inf)
+        boundary = self._boundary(now)
+        return boundary + self.interval if boundary <= now else boundary
 
     def queue_position(self, job: JobState, now: float) -> int | None:
         entry = self._entry.get(job.seq)
@@ -261,7 +275,9 @@ class ReplanningPolicy:
             candidate = self._next_candidate(candidate, quota)
         jobs = self._jobs
         for entry in victims:
-            step.preempt(jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs")
+            step.preempt(
+                jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs"
+            )
         for entry in chosen:
             step.try_start(jobs[int(entry[-2])], f"{self.name}: within the GPU quota in its order")
 

@@ -1,0 +1,43 @@
+# Quick start: `make demo` and `make test` each set everything up from scratch.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
+
+.PHONY: demo test check lint typecheck imports bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## demo: install and compare the baseline policies (Philly when ILUCID_TRACE_DIR is set)
+demo: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/ilucid demo --out out/demo
+
+## test: install dev tools, run lint, types, import rules and the whole test suite
+test: check
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python -m pytest -n 2 tests
+
+check: lint typecheck imports
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+## bench: simulator wall time and peak memory on Philly and ITP cluster04
+bench: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/simulator.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,362 @@
+"""The ``ilucid`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ilucid import __version__
+from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
+from ilucid.sim import SimResult, summarize
+from ilucid.sim.report import render_report
+from ilucid.sim.runner import ProgressBar, run_policies
+from ilucid.traces import (
+    DEFAULT_LOAD,
+    KNOWN_TRACES,
+    Trace,
+    TraceError,
+    cluster_for_load,
+    load_trace,
+    synthetic_trace,
+    trace_dir,
+)
+
+__all__ = ["main"]
+
+SUMMARY_COLUMNS = (
+    ("jobs", "jobs", "{:,}"),
+    ("avg_jct", "mean JCT s", "{:,.0f}"),
+    ("p50_jct", "p50 JCT s", "{:,.0f}"),
+    ("p99_jct", "p99 JCT s", "{:,.0f}"),
+    ("avg_queue", "mean queue s", "{:,.0f}"),
+    ("p99_queue", "p99 queue s", "{:,.0f}"),
+    ("gpu_util", "GPU util", "{:.1%}"),
+    ("preemptions", "preempt", "{:,}"),
+    ("wall_s", "wall s", "{:.2f}"),
+)
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def _policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one policy")
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}"
+        )
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "cluster (default: the trace's node list, else offered load 0.85)"
+    )
+    group.add_argument("--nodes", type=_positive_int, help="number of nodes")
+    group.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (8)")
+    group.add_argument(
+        "--load",
+        type=_positive_float,
+        help="size the cluster so the trace offers this load (e.g. 0.85)",
+    )
+    group.add_argument("--limit", type=_positive_int, help="replay only the first N jobs")
+
+
+def _add_policy_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("policy settings")
+    group.add_argument(
+        "--tiresias-interval",
+        type=float,
+        default=None,
+        help="seconds between Tiresias re-plans (60; 0 = at every event)",
+    )
+    group.add_argument(
+        "--tiresias-threshold",
+        type=float,
+        default=None,
+        help="attained GPU-seconds splitting Tiresias' two queues (18000)",
+    )
+    group.add_argument(
+        "--overhead-small",
+        type=float,
+        default=40.0,
+        help="restore overhead after a preemption, jobs <= 8 GPUs (40 s)",
+    )
+    group.add_argument(
+        "--overhead-large",
+        type=float,
+        default=60.0,
+        help="restore overhead after a preemption, jobs > 8 GPUs (60 s)",
+    )
+    group.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=None,
+        help="parallel processes (default: one per policy, at most the CPU count)",
+    )
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ilucid",
+        description="Interpretable scheduling of deep-learning jobs on shared GPU clusters.",
+    )
+    parser.add_argument("--version", action="version", version=f"ilucid {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="replay a trace under one or more policies")
+    sim.add_argument(
+        "--trace",
+        required=True,
+        help=f"a trace file, a name inside ILUCID_TRACE_DIR ({', '.join(KNOWN_TRACES)})"
+        " or 'synthetic'",
+    )
+    sim.add_argument(
+        "--policy",
+        type=_policies,
+        default=["fifo", "sjf", "srtf", "tiresias"],
+        help="comma-separated policies (fifo,sjf,srtf,tiresias)",
+    )
+    sim.add_argument("--out", type=Path, required=True, help="output directory")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace")
+    _add_cluster_options(sim)
+    _add_policy_options(sim)
+
+    demo = sub.add_parser("demo", help="compare the baselines on Philly (or a synthetic trace)")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory")
+    demo.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=None,
+        help="replay only the first N jobs (default: all of Philly, 5,000 synthetic)",
+    )
+
+    sub.add_parser("policies", help="list the scheduling policies")
+    sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Trace:
+    if args.trace == "synthetic":
+        return synthetic_trace(jobs=args.limit or 5000, seed=args.seed)
+    return load_trace(args.trace).limit(args.limit)
+
+
+def _cluster(trace: Trace, args: argparse.Namespace) -> tuple[Cluster, str]:
+    if args.nodes is not None and args.load is not None:
+        raise CliError("give either --nodes or --load, not both")
+    if args.nodes is not None:
+        return (
+            Cluster.homogeneous(args.nodes, args.gpus_per_node),
+            f"{args.nodes} nodes x {args.gpus_per_node} GPUs (--nodes)",
+        )
+    if args.load is None and trace.cluster is not None:
+        return trace.cluster, f"the trace's node list ({len(trace.cluster)} nodes)"
+    load = DEFAULT_LOAD if args.load is None else args.load
+    cluster = cluster_for_load(trace.jobs, load, args.gpus_per_node)
+    return cluster, (
+        f"{len(cluster)} nodes x {args.gpus_per_node} GPUs (sized for offered load {load:g})"
+    )
+
+
+def _write_jobs_csv(path: Path, result: SimResult) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "job_id",
+                "submit",
+                "num_gpus",
+                "duration",
+                "job_class",
+                "tenant",
+                "first_start",
+                "end",
+                "jct",
+                "queueing_delay",
+                "preemptions",
+                "nodes",
+            ]
+        )
+        for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
+            writer.writerow(
+                [
+                    r.id,
+                    f"{r.submit:g}",
+                    r.num_gpus,
+                    f"{r.duration:g}",
+                    r.job_class,
+                    r.tenant,
+                    f"{r.first_start:g}",
+                    f"{r.end:g}",
+                    f"{r.jct:g}",
+                    f"{r.queueing_delay:g}",
+                    r.preemptions,
+                    r.nodes,
+                ]
+            )
+
+
+def _json_value(value: Any) -> Any:
+    """NaN (e.g. the mean JCT of an empty job class) is not JSON; write null."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def format_table(summaries: Sequence[dict[str, Any]]) -> str:
+    header = ["policy"] + [label for _, label, _ in SUMMARY_COLUMNS]
+    rows = [
+        [s["policy"]] + [fmt.format(s[key]) for key, _, fmt in SUMMARY_COLUMNS] for s in summaries
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w)
+            for i, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    ]
+    for row in rows:
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    return "\n".join(lines)
+
+
+def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], out: Path) -> int:
+    cluster, how = _cluster(trace, args)
+    too_big = [j for j in trace.jobs if j.num_gpus > cluster.total_gpus]
+    jobs = [j for j in trace.jobs if j.num_gpus <= cluster.total_gpus]
+    if not jobs:
+        raise CliError(f"{trace.source}: no job fits a cluster of {cluster.total_gpus} GPUs")
+    label = "SYNTHETIC trace" if trace.synthetic else f"trace {trace.name}"
+    notes = [f"{label}: {len(jobs):,} jobs from {trace.source}", f"cluster: {how}"]
+    if trace.skipped:
+        notes.append(
+            "skipped in the trace: "
+            + ", ".join(f"{n:,} {why}" for why, n in sorted(trace.skipped.items()))
+        )
+    if too_big:
+        notes.append(
+            f"skipped {len(too_big):,} jobs larger than the cluster's {cluster.total_gpus} GPUs"
+        )
+    for note in notes:
+        print(note)
+    config = SchedulerConfig(RestoreOverhead(args.overhead_small, args.overhead_large))
+    options = {}
+    if args.tiresias_interval is not None or args.tiresias_threshold is not None:
+        options = {
+            "tiresias_interval": args.tiresias_interval,
+            "tiresias_threshold": args.tiresias_threshold,
+        }
+    bar = ProgressBar(policies)
+    runs = run_policies(
+        jobs, cluster, policies, config, options, args.processes, on_progress=bar.show
+    )
+    bar.show([1.0] * len(policies), final=True)
+    failed = [r for r in runs if r.result is None]
+    for run in failed:
+        print(f"ilucid: {run.name} failed: {run.error}", file=sys.stderr)
+    results = [r.result for r in runs if r.result is not None]
+    summaries = [summarize(r) for r in results]
+    out.mkdir(parents=True, exist_ok=True)
+    safe = {s["policy"]: {k: _json_value(v) for k, v in s.items()} for s in summaries}
+    (out / "summary.json").write_text(json.dumps(safe, indent=2) + "\n", encoding="utf-8")
+    for result in results:
+        _write_jobs_csv(out / f"jobs-{result.policy}.csv", result)
+    (out / "report.html").write_text(
+        render_report(f"ilucid: {label}", results, summaries, notes), encoding="utf-8"
+    )
+    print(format_table(summaries))
+    print(f"wrote {out / 'summary.json'}, {out / 'report.html'} and jobs-<policy>.csv")
+    return 1 if failed else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    directory = trace_dir()
+    philly = directory / KNOWN_TRACES["philly"] if directory else None
+    policies = ["fifo", "sjf", "fifo-backfill", "srtf", "tiresias"]
+    sim_args = argparse.Namespace(
+        nodes=None,
+        gpus_per_node=8,
+        load=None,
+        limit=args.limit,
+        tiresias_interval=None,
+        tiresias_threshold=None,
+        overhead_small=40.0,
+        overhead_large=60.0,
+        processes=None,
+    )
+    if philly is not None and philly.exists():
+        trace = load_trace("philly").limit(args.limit)
+    else:
+        print(
+            "ILUCID_TRACE_DIR is not set or holds no Philly trace:"
+            " running on a SYNTHETIC trace (see ilucid/traces/synthetic.py)"
+        )
+        trace = synthetic_trace(jobs=args.limit or 5000)
+    return _simulate(sim_args, trace, policies, args.out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "simulate":
+            return _simulate(args, _load(args), args.policy, args.out)
+        if args.command == "demo":
+            return _demo(args)
+        if args.command == "policies":
+            for name in POLICIES:
+                print(name)
+            return 0
+        if args.command == "traces":
+            directory = trace_dir()
+            for name, relative in KNOWN_TRACES.items():
+                where = directory / relative if directory else None
+                state = "found" if where and where.exists() else "not found"
+                print(f"{name:10s} {relative} ({state})")
+            return 0
+    except (TraceError, CliError) as exc:
+        print(f"ilucid: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ilucid: error: {exc}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

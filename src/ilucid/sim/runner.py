@@ -1,0 +1,123 @@
+"""Run several policies on one trace in parallel processes, with one progress bar."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ilucid.core import Cluster, JobSpec, SchedulerConfig, make_policy
+from ilucid.sim.engine import SimResult, simulate
+
+__all__ = ["PolicyRun", "ProgressBar", "run_policies"]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    name: str
+    result: SimResult | None
+    error: str | None = None
+
+
+class ProgressBar:
+    """Simulated-time progress per policy on one line (a line per quarter when not a TTY)."""
+
+    def __init__(self, names: Sequence[str], stream: TextIO | None = None) -> None:
+        self.names = list(names)
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
+        self._last_quarter = -1
+        self._started = time.perf_counter()
+
+    def show(self, fractions: Sequence[float], final: bool = False) -> None:
+        overall = sum(fractions) / max(1, len(fractions))
+        if self.tty:
+            width = 24
+            filled = int(overall * width)
+            bar = "#" * filled + "." * (width - filled)
+            parts = " ".join(f"{n} {f:4.0%}" for n, f in zip(self.names, fractions, strict=True))
+            elapsed = time.perf_counter() - self._started
+            self.stream.write(f"\r[{bar}] {overall:4.0%} {parts} {elapsed:5.1f}s")
+            if final:
+                self.stream.write("\n")
+            self.stream.flush()
+            return
+        quarter = int(overall * 4)
+        if quarter > self._last_quarter:
+            self._last_quarter = quarter
+            self.stream.write(f"simulated {overall:.0%} of the trace ({', '.join(self.names)})\n")
+            self.stream.flush()
+
+
+_shared: Any = None
+# set before forking so workers inherit the trace instead of unpickling it
+_payload: tuple[Sequence[JobSpec], Cluster, SchedulerConfig, dict[str, Any]] | None = None
+
+
+def _init_worker(shared: Any) -> None:
+    global _shared
+    _shared = shared
+
+
+def _run_one(task: tuple[int, str]) -> PolicyRun:
+    index, name = task
+    assert _payload is not None
+    jobs, cluster, config, options = _payload
+
+    def progress(fraction: float) -> None:
+        if _shared is not None:
+            _shared[index] = fraction
+
+    try:
+        policy = make_policy(name, **options)
+        return PolicyRun(name, simulate(jobs, cluster, policy, config, progress))
+    except (ValueError, RuntimeError) as exc:
+        return PolicyRun(name, None, str(exc))
+
+
+def run_policies(
+    jobs: Sequence[JobSpec],
+    cluster: Cluster,
+    policies: Sequence[str],
+    config: SchedulerConfig | None = None,
+    options: dict[str, Any] | None = None,
+    processes: int | None = None,
+    on_progress: Callable[[Sequence[float]], None] | None = None,
+) -> list[PolicyRun]:
+    """Simulate each policy in its own process (``processes=1`` runs in this one)."""
+    config = config or SchedulerConfig()
+    options = options or {}
+    for name in policies:
+        make_policy(name, **options)  # fail fast on an unknown name, before forking
+    workers = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
+    global _payload
+    _payload = (jobs, cluster, config, options)
+    tasks = list(enumerate(policies))
+    if workers <= 1 or len(policies) == 1:
+        shared = [0.0] * len(policies)
+        _init_worker(shared)
+        runs = []
+        for task in tasks:
+            runs.append(_run_one(task))
+            if on_progress:
+                on_progress(shared)
+        _init_worker(None)
+        _payload = None
+        return runs
+    context = mp.get_context("fork")
+    shared_array = context.Array("d", len(policies), lock=False)
+    with context.Pool(workers, initializer=_init_worker, initargs=(shared_array,)) as pool:
+        pending = pool.map_async(_run_one, tasks, chunksize=1)
+        while not pending.ready():
+            pending.wait(0.2)
+            if on_progress:
+                on_progress(list(shared_array))
+        runs = pending.get()
+    _payload = None
+    if on_progress:
+        on_progress([1.0] * len(policies))
+    return runs
