@@ -14,11 +14,14 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ilucid.core import Action, Cluster, JobSpec, Policy, Scheduler, SchedulerConfig
+from ilucid.core import Action, Cluster, JobSpec, Placement, Policy, Scheduler, SchedulerConfig
 
-__all__ = ["ClusterSeries", "JobRecord", "SimResult", "simulate"]
+__all__ = ["ClusterSeries", "JobRecord", "Observer", "SimResult", "simulate"]
 
 ProgressFn = Callable[[float], None]
+#: Called as ``observer(time, event, job_id, placement)`` for "start", "preempt" and
+#: "finish"; lets tests and tools check every allocation independently of the core.
+Observer = Callable[[float, str, str, Placement | None], None]
 
 
 @dataclass(slots=True)
@@ -75,6 +78,7 @@ def simulate(
     config: SchedulerConfig | None = None,
     progress: ProgressFn | None = None,
     sample_every: float = 60.0,
+    observer: Observer | None = None,
 ) -> SimResult:
     """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``."""
     wall_start = time.perf_counter()
@@ -136,6 +140,8 @@ def simulate(
             rec = records[job_id]
             rec.end = now
             rec.busy_gpu_seconds += (now - run_start[job_id]) * rec.num_gpus
+            if observer is not None:
+                observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
             scheduler.finish(job_id, now)
             del remaining[job_id], run_start[job_id], version[job_id]
             done += 1
@@ -160,6 +166,8 @@ def simulate(
         for decision in scheduler.schedule(now):
             job_id = decision.job_id
             rec = records[job_id]
+            if observer is not None:
+                observer(now, decision.action.value, job_id, decision.placement)
             if decision.action is Action.START:
                 assert decision.placement is not None
                 if rec.first_start < 0:

@@ -1,0 +1,161 @@
+"""Property tests on random small traces: the invariants every policy must keep."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ilucid.core import (
+    POLICIES,
+    Cluster,
+    JobSpec,
+    Placement,
+    RestoreOverhead,
+    SchedulerConfig,
+    make_policy,
+)
+from ilucid.sim import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+import reference_replanning as reference
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, single_gpu: bool = False) -> tuple[list[JobSpec], Cluster]:
+    if single_gpu:
+        cluster = Cluster.homogeneous(1, 1)
+    else:
+        cluster = Cluster.homogeneous(draw(st.integers(1, 3)), draw(st.sampled_from([4, 8])))
+    sizes = [1] if single_gpu else [g for g in (1, 2, 3, 4, 8, 16) if g <= cluster.total_gpus]
+    count = draw(st.integers(1, 12))
+    gaps = draw(st.lists(st.integers(0, 120), min_size=count, max_size=count))
+    jobs = []
+    now = 0
+    for index, gap in enumerate(gaps):
+        now += gap
+        jobs.append(
+            JobSpec(
+                f"j{index}",
+                float(now),
+                draw(st.sampled_from(sizes)),
+                float(draw(st.integers(0, 400))),
+            )
+        )
+    return jobs, cluster
+
+
+class Ledger:
+    """Independent per-node GPU accounting from the simulator's observer."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.capacity = [n.num_gpus for n in cluster.nodes]
+        self.used = [0] * len(cluster.nodes)
+        self.held: dict[str, Placement] = {}
+        self.finished: dict[str, int] = {}
+
+    def __call__(self, now: float, event: str, job_id: str, placement: Placement | None) -> None:
+        if event == "start":
+            assert placement is not None and job_id not in self.held
+            for node, count in placement.parts:
+                self.used[node] += count
+                assert self.used[node] <= self.capacity[node], f"node {node} double-booked"
+            self.held[job_id] = placement
+        else:
+            for node, count in self.held.pop(job_id).parts:
+                self.used[node] -= count
+            if event == "finish":
+                self.finished[job_id] = self.finished.get(job_id, 0) + 1
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@SETTINGS
+@given(scenario=scenarios())
+def test_invariants(policy: str, scenario: tuple[list[JobSpec], Cluster]) -> None:
+    jobs, cluster = scenario
+    overhead = RestoreOverhead(small=40.0, large=60.0)
+    ledger = Ledger(cluster)
+    result = simulate(
+        jobs, cluster, make_policy(policy), SchedulerConfig(overhead), observer=ledger
+    )
+    # every job finishes exactly once, after it started, after it arrived
+    assert ledger.finished == {j.id: 1 for j in jobs}
+    assert not ledger.held and ledger.used == [0] * len(cluster.nodes)
+    by_id = {r.id: r for r in result.records}
+    for job in jobs:
+        record = by_id[job.id]
+        assert job.submit_time <= record.first_start <= record.end
+        # GPU-seconds conserved: the job's work plus one restore overhead per preemption
+        expected = job.num_gpus * (job.duration + record.preemptions * overhead.for_job(job))
+        assert math.isclose(record.busy_gpu_seconds, expected, rel_tol=1e-9, abs_tol=1e-6)
+        assert record.end - record.first_start >= job.duration - 1e-9
+
+
+@SETTINGS
+@given(scenario=scenarios())
+def test_deterministic(scenario: tuple[list[JobSpec], Cluster]) -> None:
+    jobs, cluster = scenario
+    for policy in POLICIES:
+        first = simulate(jobs, cluster, make_policy(policy))
+        second = simulate(jobs, cluster, make_policy(policy))
+        assert [(r.id, r.first_start, r.end) for r in first.records] == [
+            (r.id, r.first_start, r.end) for r in second.records
+        ]
+
+
+@SETTINGS
+@given(scenario=scenarios())
+def test_fast_replanning_matches_the_naive_reference(
+    scenario: tuple[list[JobSpec], Cluster],
+) -> None:
+    jobs, cluster = scenario
+    pairs = [
+        (make_policy("srtf"), reference.srtf()),
+        (make_policy("tiresias"), reference.tiresias()),
+        (
+            make_policy("tiresias", tiresias_threshold=300.0, tiresias_interval=30.0),
+            reference.tiresias(thresholds=(300.0,), interval=30.0),
+        ),
+    ]
+    for fast, naive in pairs:
+        a = simulate(jobs, cluster, fast)
+        b = simulate(jobs, cluster, naive)
+        assert [(r.id, r.first_start, r.end, r.preemptions) for r in a.records] == [
+            (r.id, r.first_start, r.end, r.preemptions) for r in b.records
+        ]
+
+
+def mean_jct(policy: str, jobs: list[JobSpec], cluster: Cluster) -> float:
+    config = SchedulerConfig(RestoreOverhead(small=0.0, large=0.0))
+    records = simulate(jobs, cluster, make_policy(policy), config).records
+    return sum(r.jct for r in records) / len(records)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario=scenarios(single_gpu=True))
+def test_srtf_sjf_fifo_order_on_single_gpu_traces(
+    scenario: tuple[list[JobSpec], Cluster],
+) -> None:
+    # On one GPU SRPT is optimal for mean completion time and SPT never loses
+    # to FIFO; without restore overhead both orderings must hold exactly.
+    jobs, cluster = scenario
+    srtf, sjf, fifo = (mean_jct(p, jobs, cluster) for p in ("srtf", "sjf", "fifo"))
+    assert srtf <= sjf + 1e-9
+    assert sjf <= fifo + 1e-9
+
+
+def test_the_ordering_is_not_a_theorem_on_several_gpus() -> None:
+    # Found by random search: on one node with 2 GPUs, non-preemptive SJF
+    # can lose to FIFO (short jobs started first leave a long one to the end).
+    # Kept so nobody turns the single-GPU property above into a general claim.
+    arrivals = [(17, 23), (31, 54), (34, 66), (44, 29), (69, 23), (98, 74), (113, 28), (123, 55)]
+    jobs = [JobSpec(f"j{i}", float(t), 1, float(d)) for i, (t, d) in enumerate(arrivals)]
+    cluster = Cluster.homogeneous(1, 2)
+    assert mean_jct("sjf", jobs, cluster) == 63.5
+    assert mean_jct("fifo", jobs, cluster) == 62.75

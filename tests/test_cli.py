@@ -1,0 +1,180 @@
+"""The ``ilucid`` command as a user runs it: outputs, errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ilucid.cli import main
+
+REQUIRED_SUMMARY_KEYS = {
+    "jobs",
+    "avg_jct",
+    "p50_jct",
+    "p99_jct",
+    "avg_queue",
+    "p99_queue",
+    "p999_queue",
+    "makespan",
+    "gpu_util",
+    "wall_s",
+}
+
+
+def write_trace(path: Path, rows: list[str]) -> Path:
+    path.write_text("id,submit_time,num_gpus,duration\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ilucid.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_simulate_writes_summary_jobs_and_report(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["a,0,4,100", "b,10,4,50", "c,20,2,30", "d,25,8,10"])
+    out = tmp_path / "out"
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--policy",
+            "fifo,sjf,srtf,tiresias",
+            "--nodes",
+            "1",
+            "--out",
+            str(out),
+            "--processes",
+            "1",
+        ]
+    )
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"fifo", "sjf", "srtf", "tiresias"}
+    for values in summary.values():
+        assert set(values) >= REQUIRED_SUMMARY_KEYS
+        assert values["jobs"] == 4
+    # FIFO on one 8-GPU node: a runs 0-100 and b 10-60 side by side; c (2 GPUs)
+    # waits for b and runs 60-90; d (8 GPUs) waits for a and runs 100-110.
+    fifo = summary["fifo"]
+    assert fifo["makespan"] == 110.0
+    assert fifo["avg_jct"] == (100 + 50 + 70 + 85) / 4
+    lines = (out / "jobs-fifo.csv").read_text().splitlines()
+    assert lines[0].startswith("job_id,submit,num_gpus,duration")
+    assert len(lines) == 5
+    report = (out / "report.html").read_text()
+    assert report.count("<svg") == 5 and "fifo" in report and "tiresias" in report
+
+
+def test_parallel_processes_give_the_same_results(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path / "t.csv", [f"j{i},{i * 7},{1 + i % 4},{50 + 13 * i}" for i in range(40)]
+    )
+    outputs = []
+    for processes in ("1", "2"):
+        out = tmp_path / f"out{processes}"
+        assert (
+            main(
+                [
+                    "simulate",
+                    "--trace",
+                    str(trace),
+                    "--policy",
+                    "fifo,srtf",
+                    "--nodes",
+                    "1",
+                    "--out",
+                    str(out),
+                    "--processes",
+                    processes,
+                ]
+            )
+            == 0
+        )
+        outputs.append((out / "jobs-srtf.csv").read_text())
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize(
+    ("rows", "header", "where"),
+    [
+        (["a,0,1,ten"], None, ":2: field 'duration':"),
+        (["a,0,-1,10"], None, ":2: field 'num_gpus':"),
+        (["a,5,1,10", "b,4,1,10"], None, ":3: field 'submit_time':"),
+        (["a,0,1"], "id,submit_time,num_gpus", ":1: field 'duration':"),
+    ],
+    ids=["non-numeric-duration", "negative-gpus", "unsorted-times", "missing-column"],
+)
+def test_malformed_trace_fails_with_one_line(
+    tmp_path: Path, rows: list[str], header: str | None, where: str
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text((header or "id,submit_time,num_gpus,duration") + "\n" + "\n".join(rows) + "\n")
+    result = run_cli("simulate", "--trace", str(path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"ilucid: error: {path}{where}")
+
+
+def test_unknown_policy_is_refused(tmp_path: Path) -> None:
+    result = run_cli(
+        "simulate", "--trace", "synthetic", "--policy", "fifo,lottery", "--out", str(tmp_path)
+    )
+    assert result.returncode == 2
+    assert "unknown policy 'lottery'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_trace_name_without_trace_dir_explains(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ILUCID_TRACE_DIR"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ilucid.cli",
+            "simulate",
+            "--trace",
+            "philly",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "set ILUCID_TRACE_DIR" in result.stderr
+
+
+def test_demo_without_traces_runs_a_labelled_synthetic_trace(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ILUCID_TRACE_DIR"}
+    result = subprocess.run(
+        [sys.executable, "-m", "ilucid.cli", "demo", "--limit", "400", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "SYNTHETIC" in result.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary) == {"fifo", "sjf", "fifo-backfill", "srtf", "tiresias"}
+    assert all(v["jobs"] == 400 for v in summary.values())
