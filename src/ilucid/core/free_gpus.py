@@ -17,7 +17,16 @@ __all__ = ["FreeGpus"]
 class FreeGpus:
     """Free GPUs per node with buckets ``free count -> node indices`` for each GPU type."""
 
-    __slots__ = ("_buckets", "_fragmented", "capacity", "cluster", "free", "free_total", "types")
+    __slots__ = (
+        "_buckets",
+        "_fragmented",
+        "capacity",
+        "cluster",
+        "free",
+        "free_total",
+        "types",
+        "uniform",
+    )
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -26,6 +35,7 @@ class FreeGpus:
         self.free_total = sum(self.capacity)
         self._fragmented = 0
         self.types: tuple[str, ...] = tuple(sorted({n.gpu_type for n in cluster.nodes}))
+        self.uniform = len({n.num_gpus for n in cluster.nodes}) == 1
         top = cluster.max_gpus_per_node
         self._buckets: dict[str, list[set[int]]] = {
             t: [set() for _ in range(top + 1)] for t in self.types
@@ -36,7 +46,9 @@ class FreeGpus:
     # -- updates ---------------------------------------------------------------
     def take(self, placement: Placement) -> None:
         """Mark the placement's GPUs busy; raises if any node would be over-committed."""
+        taken = 0
         for index, count in placement.parts:
+            taken += count
             if count > self.free[index]:
                 raise ValueError(
                     f"node {self.cluster.nodes[index].name} has {self.free[index]} free GPUs,"
@@ -44,17 +56,19 @@ class FreeGpus:
                 )
         for index, count in placement.parts:
             self._move(index, self.free[index] - count)
-        self.free_total -= placement.num_gpus
+        self.free_total -= taken
 
     def give_back(self, placement: Placement) -> None:
+        returned = 0
         for index, count in placement.parts:
+            returned += count
             if self.free[index] + count > self.capacity[index]:
                 raise ValueError(
                     f"node {self.cluster.nodes[index].name} would have more free GPUs than it has"
                 )
         for index, count in placement.parts:
             self._move(index, self.free[index] + count)
-        self.free_total += placement.num_gpus
+        self.free_total += returned
 
     def _move(self, index: int, new_free: int) -> None:
         buckets = self._buckets[self.cluster.nodes[index].gpu_type]
@@ -105,6 +119,19 @@ class FreeGpus:
             if best is not None:
                 return best
         return None
+
+    def wholly_free(self, types: Iterable[str] | None = None) -> list[int]:
+        """Nodes with every GPU free, in node order."""
+        chosen = self.types if types is None else tuple(types)
+        nodes: list[int] = []
+        for t in chosen:
+            buckets = self._buckets.get(t)
+            if buckets is None:
+                continue
+            for k in range(1, len(buckets)):
+                nodes.extend(i for i in buckets[k] if self.capacity[i] == k)
+        nodes.sort()
+        return nodes
 
     def descending(self, types: Iterable[str] | None = None) -> list[int]:
         """Nodes with free GPUs, most free first, ties in node order."""

@@ -125,6 +125,8 @@ class ConsolidatingPlacer:
         node = free.best_fit(need, types)
         if node is not None:
             return Placement(((node, need),))
+        if free.uniform:
+            return self._place_across_uniform(need, free, types)
         ordered = free.descending(types)
         parts: list[tuple[int, int]] = []
         for index in ordered:
@@ -140,6 +142,30 @@ class ConsolidatingPlacer:
             if need == 0:
                 return Placement(tuple(parts))
         return None
+
+    @staticmethod
+    def _place_across_uniform(
+        need: int, free: FreeGpus, types: tuple[str, ...] | None
+    ) -> Placement | None:
+        """The multi-node rule on identical nodes, without sorting every node."""
+        cap = free.capacity[0]
+        if need <= cap:
+            return None  # best fit already found no single node that holds it
+        whole, rest = divmod(need, cap)
+        full = free.wholly_free(types)
+        if len(full) < whole:
+            return None
+        parts = [(index, cap) for index in full[:whole]]
+        if rest:
+            if len(full) > whole:
+                parts.append((full[whole], rest))
+            else:
+                ordered = free.descending(types)
+                partial = ordered[whole] if len(ordered) > whole else None
+                if partial is None or free.free[partial] < rest:
+                    return None
+                parts.append((partial, rest))
+        return Placement(tuple(parts))
 
     def explain(self, job: JobSpec, placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
         nodes = free.cluster.nodes

@@ -20,11 +20,12 @@ Entry = tuple[float, ...]
 class SortedSums:
     """Sorted distinct entries; ``entry[-1]`` is the weight that is summed."""
 
-    __slots__ = ("_blocks", "_load", "_maxes", "_sums", "total")
+    __slots__ = ("_blocks", "_load", "_maxes", "_sums", "_weights", "total")
 
     def __init__(self, load: int = 64) -> None:
         self._load = load
         self._blocks: list[list[Entry]] = []
+        self._weights: list[list[float]] = []  # entry weights, parallel to _blocks
         self._maxes: list[Entry] = []
         self._sums: list[float] = []
         self.total = 0.0
@@ -40,6 +41,7 @@ class SortedSums:
         self.total += weight
         if not self._blocks:
             self._blocks.append([entry])
+            self._weights.append([weight])
             self._maxes.append(entry)
             self._sums.append(weight)
             return
@@ -47,18 +49,23 @@ class SortedSums:
         if i == len(self._maxes):
             i -= 1
             self._blocks[i].append(entry)
+            self._weights[i].append(weight)
             self._maxes[i] = entry
         else:
-            bisect.insort(self._blocks[i], entry)
+            j = bisect.bisect_left(self._blocks[i], entry)
+            self._blocks[i].insert(j, entry)
+            self._weights[i].insert(j, weight)
         self._sums[i] += weight
         block = self._blocks[i]
         if len(block) > 2 * self._load:
-            half = block[self._load :]
-            del block[self._load :]
+            weights = self._weights[i]
+            half, half_weights = block[self._load :], weights[self._load :]
+            del block[self._load :], weights[self._load :]
             self._blocks.insert(i + 1, half)
+            self._weights.insert(i + 1, half_weights)
             self._maxes[i] = block[-1]
             self._maxes.insert(i + 1, half[-1])
-            moved = sum(e[-1] for e in half)
+            moved = sum(half_weights)
             self._sums[i] -= moved
             self._sums.insert(i + 1, moved)
 
@@ -70,11 +77,11 @@ class SortedSums:
         j = bisect.bisect_left(block, entry)
         if j == len(block) or block[j] != entry:
             raise KeyError(entry)
-        del block[j]
+        del block[j], self._weights[i][j]
         self._sums[i] -= entry[-1]
         self.total -= entry[-1]
         if not block:
-            del self._blocks[i], self._maxes[i], self._sums[i]
+            del self._blocks[i], self._weights[i], self._maxes[i], self._sums[i]
         elif j == len(block):
             self._maxes[i] = block[-1]
 
@@ -85,7 +92,7 @@ class SortedSums:
         if i < len(self._blocks):
             block = self._blocks[i]
             j = bisect.bisect_left(block, bound)
-            total += sum(e[-1] for e in block[:j])
+            total += sum(self._weights[i][:j])
         return total
 
     def iter_range(self, low: Entry | None, high: Entry | None) -> Iterator[Entry]:
