@@ -100,6 +100,9 @@ class OrderedPolicy:
         free = step.free
         shadow, spare = self._shadow(head, free.free_total, step.now)
         taken: list[int] = []
+        # free GPUs only shrink during a pass, so a size that failed to place
+        # once (for the same GPU constraints) fails for every later job too
+        smallest_failure: dict[tuple[str | None, float | None], int] = {}
         for position in range(1, min(len(queue), self.backfill_depth + 1)):
             if free.free_total == 0:
                 break
@@ -110,6 +113,9 @@ class OrderedPolicy:
             ends_in_time = step.now + job.remaining <= shadow
             if not ends_in_time and gpus > spare:
                 continue
+            constraint = (job.spec.gpu_type, job.spec.gpu_memory_gb)
+            if gpus >= smallest_failure.get(constraint, gpus + 1):
+                continue
             why = (
                 f"backfilled: ends before {head.spec.id}'s reservation at t={shadow:g}"
                 if ends_in_time
@@ -119,6 +125,8 @@ class OrderedPolicy:
                 taken.append(position)
                 if not ends_in_time:
                     spare -= gpus
+            else:
+                smallest_failure[constraint] = gpus
         for position in reversed(taken):
             del queue[position]
 
