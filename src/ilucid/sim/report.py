@@ -16,27 +16,45 @@ from ilucid.sim.engine import SimResult
 __all__ = ["render_report"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-WIDTH, HEIGHT = 640, 300
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 20, 44
+WIDTH, HEIGHT = 640, 320
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 40, 44
+#: Log-scale ticks people read at a glance: 1 s, 10 s, 1 min, 10 min, 1 h, ...
+TIME_TICKS = (1, 10, 60, 600, 3600, 86400, 864000, 8640000, 86400000)
+#: Linear time-axis steps, from an hour to a month.
+TIME_STEPS = (3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400)
 
 
 def _fmt_seconds(value: float) -> str:
     if value != value:  # NaN
         return "-"
-    if value >= 86400:
-        return f"{value / 86400:.1f} d"
-    if value >= 3600:
-        return f"{value / 3600:.1f} h"
-    if value >= 60:
-        return f"{value / 60:.1f} min"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if value >= size:
+            amount = value / size
+            return f"{amount:.0f} {unit}" if amount == round(amount) else f"{amount:.1f} {unit}"
     return f"{value:.0f} s"
 
 
-def _downsample(points: list[tuple[float, float]], limit: int = 600) -> list[tuple[float, float]]:
+def _downsample(points: list[tuple[float, float]], limit: int = 400) -> list[tuple[float, float]]:
+    """Average consecutive points into at most ``limit`` so lines stay readable."""
     if len(points) <= limit:
         return points
-    step = len(points) / limit
-    return [points[int(i * step)] for i in range(limit)] + [points[-1]]
+    size = len(points) / limit
+    out = []
+    for i in range(limit):
+        chunk = points[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)]
+        out.append((chunk[0][0], sum(y for _, y in chunk) / len(chunk)))
+    return out
+
+
+def _nice_ceiling(value: float) -> float:
+    """Round an axis maximum up to 1, 2, 4 or 5 times a power of ten (divides into 4 ticks)."""
+    if value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    for factor in (1, 2, 4, 5, 8, 10):
+        if value <= factor * power:
+            return float(factor * power)
+    return float(10 * power)
 
 
 def _chart(
@@ -46,6 +64,8 @@ def _chart(
     y_label: str,
     log_x: bool = False,
     x_is_time: bool = False,
+    y_percent: bool = False,
+    smooth: bool = False,
 ) -> str:
     """A line chart with axes, ticks and a legend."""
     xs = [x for _, pts in series for x, _ in pts]
@@ -57,7 +77,7 @@ def _chart(
         return math.log10(max(x, 1.0)) if log_x else x
 
     x0, x1 = min(tx(x) for x in xs), max(tx(x) for x in xs)
-    y0, y1 = 0.0, max(max(ys), 1e-9)
+    y0, y1 = 0.0, (1.0 if y_percent else _nice_ceiling(max(ys)))
     if x1 == x0:
         x1 = x0 + 1
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -77,7 +97,7 @@ def _chart(
     for i in range(5):
         value = y0 + (y1 - y0) * i / 4
         y = py(value)
-        label = f"{value:.0%}" if y1 <= 1.0 and y_label.endswith("fraction") else f"{value:,.0f}"
+        label = f"{value:.0%}" if y_percent else f"{value:,.0f}"
         out.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
         )
@@ -85,9 +105,12 @@ def _chart(
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{label}</text>'
         )
     if log_x:
-        ticks = [10.0**k for k in range(math.floor(x0), math.ceil(x1) + 1)]
+        ticks = [float(t) for t in TIME_TICKS]
+    elif x_is_time:
+        step = next((s for s in TIME_STEPS if (x1 - x0) / s <= 8), TIME_STEPS[-1])
+        ticks = [x0 + step * i for i in range(int((x1 - x0) // step) + 1)]
     else:
-        ticks = [10**x0 if log_x else x0 + (x1 - x0) * i / 4 for i in range(5)]
+        ticks = [x0 + (x1 - x0) * i / 4 for i in range(5)]
     for value in ticks:
         if not (x0 - 1e-9 <= tx(value) <= x1 + 1e-9):
             continue
@@ -102,12 +125,13 @@ def _chart(
         )
     for index, (name, points) in enumerate(series):
         color = COLORS[index % len(COLORS)]
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _downsample(points))
+        shown = _downsample(points) if smooth else points[:: max(1, len(points) // 2000)]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in shown)
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{path}"/>')
         x = LEFT + 10 + 110 * index
         out.append(
-            f'<rect x="{x}" y="{TOP + 6}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 14}" y="{TOP + 15}" font-size="11">{html.escape(name)}</text>'
+            f'<rect x="{x}" y="8" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14}" y="17" font-size="11">{html.escape(name)}</text>'
         )
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" font-size="12">'
@@ -161,6 +185,7 @@ def render_report(
             "job completion time (log scale)",
             "fraction of jobs",
             log_x=True,
+            y_percent=True,
         ),
         _chart(
             "Queueing delay distribution (CDF)",
@@ -168,6 +193,7 @@ def render_report(
             "queueing delay (log scale; < 1 s shown at 1 s)",
             "fraction of jobs",
             log_x=True,
+            y_percent=True,
         ),
         _chart(
             "Busy GPUs over time",
@@ -175,6 +201,7 @@ def render_report(
             "time since first submission",
             "busy GPUs",
             x_is_time=True,
+            smooth=True,
         ),
         _chart(
             "Pending jobs over time",
@@ -182,6 +209,7 @@ def render_report(
             "time since first submission",
             "pending jobs",
             x_is_time=True,
+            smooth=True,
         ),
         _chart(
             "Fragmented free GPUs (free GPUs on partly busy nodes)",
@@ -189,6 +217,7 @@ def render_report(
             "time since first submission",
             "GPUs",
             x_is_time=True,
+            smooth=True,
         ),
     ]
     note_html = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
