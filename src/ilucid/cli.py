@@ -13,6 +13,7 @@ from typing import Any
 
 from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
+from ilucid.core.placement import never_placeable
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies
@@ -256,8 +257,8 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
 
 def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], out: Path) -> int:
     cluster, how = _cluster(trace, args)
-    too_big = [j for j in trace.jobs if j.num_gpus > cluster.total_gpus]
-    jobs = [j for j in trace.jobs if j.num_gpus <= cluster.total_gpus]
+    refused = never_placeable(trace.jobs, cluster)
+    jobs = [j for j in trace.jobs if j.id not in refused]
     if not jobs:
         raise CliError(f"{trace.source}: no job fits a cluster of {cluster.total_gpus} GPUs")
     label = "SYNTHETIC trace" if trace.synthetic else f"trace {trace.name}"
@@ -267,9 +268,11 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
             "skipped in the trace: "
             + ", ".join(f"{n:,} {why}" for why, n in sorted(trace.skipped.items()))
         )
-    if too_big:
+    if refused:
+        example_id, example = next(iter(refused.items()))
         notes.append(
-            f"skipped {len(too_big):,} jobs larger than the cluster's {cluster.total_gpus} GPUs"
+            f"skipped {len(refused):,} jobs that this cluster can never hold"
+            f" (e.g. {example_id}: {example.message})"
         )
     for note in notes:
         print(note)

@@ -3,7 +3,7 @@
 Filters judge whether a kind of node can ever host a job (GPU type, GPU memory);
 the placer then picks concrete nodes among the free GPUs. Both explain a refusal
 with countable reasons, aggregated the way ``kubectl describe pod`` does:
-"0/172 nodes fit: 150 have fewer than 4 free GPUs, 22 are of type V100".
+"0/172 nodes fit: 150 with fewer than 4 free GPUs, 22 with GPU type V100 (needs A100)".
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "Placer",
     "allowed_types",
     "explain_unplaceable",
+    "never_placeable",
 ]
 
 
@@ -50,7 +51,7 @@ class GpuTypeFilter:
             return None
         return Reason(
             "GpuTypeMismatch",
-            f"GPU type is {node.gpu_type} (needs {' or '.join(wanted)})",
+            f"with GPU type {node.gpu_type} (needs {' or '.join(wanted)})",
         )
 
 
@@ -63,7 +64,7 @@ class GpuMemoryFilter:
             return None
         return Reason(
             "InsufficientGpuMemory",
-            f"GPUs have {node.gpu_memory_gb:g} GB (needs {need:g} GB)",
+            f"with {node.gpu_memory_gb:g} GB GPUs (needs {need:g} GB)",
             {"have_gb": node.gpu_memory_gb, "need_gb": need},
         )
 
@@ -203,7 +204,7 @@ def explain_unplaceable(
         if free.free[index] >= job.num_gpus:
             fitting += 1
         else:
-            counts[f"have fewer than {job.num_gpus} free GPUs"] += 1
+            counts[f"with fewer than {job.num_gpus} free GPUs"] += 1
     total = len(cluster.nodes)
     parts = [f"{n} {text}" for text, n in counts.most_common()]
     if job.num_gpus > cluster.max_gpus_per_node:
@@ -221,3 +222,26 @@ def explain_unplaceable(
         sentence,
         {"nodes": float(total), "fitting": float(fitting), "free_gpus": float(free.free_total)},
     )
+
+
+def never_placeable(
+    jobs: Sequence[JobSpec], cluster: Cluster, placer: Placer | None = None
+) -> dict[str, Reason]:
+    """Jobs that could not be placed even on the empty cluster, with the reason.
+
+    A replay must leave these out (they would wait forever); they are checked
+    once per distinct request shape, not once per job.
+    """
+    placer = placer or ConsolidatingPlacer()
+    empty = FreeGpus(cluster)
+    verdicts: dict[tuple[int, str | None, float | None], Reason | None] = {}
+    refused: dict[str, Reason] = {}
+    for job in jobs:
+        shape = (job.num_gpus, job.gpu_type, job.gpu_memory_gb)
+        if shape not in verdicts:
+            fits = placer.place(job, empty) is not None
+            verdicts[shape] = None if fits else explain_unplaceable(job, empty)
+        reason = verdicts[shape]
+        if reason is not None:
+            refused[job.id] = reason
+    return refused

@@ -173,7 +173,7 @@ class Scheduler:
         return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
 
     def why_pending(self, job_id: str, now: float) -> str:
-        """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 have fewer ...``."""
+        """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 with fewer ...``."""
         job = self.jobs[job_id]
         if job.status is not JobStatus.PENDING:
             return f"{job_id} is {job.status.value}"

@@ -46,19 +46,26 @@ class Trace:
         )
 
 
-class _Ordered:
-    """Checks that submit times never go backwards."""
+class _RowChecks:
+    """Checks every trace shares: submit times never go backwards, ids are unique."""
 
-    def __init__(self, time_field: str) -> None:
-        self.field = time_field
+    def __init__(self, time_field: str, id_field: str) -> None:
+        self.time_field = time_field
+        self.id_field = id_field
         self.last = float("-inf")
+        self.seen: dict[str, int] = {}
 
     def check(self, row: Row, value: float) -> None:
         if value < self.last:
             raise row.error(
-                self.field, f"submit times must not go backwards ({value:g} after {self.last:g})"
+                self.time_field,
+                f"submit times must not go backwards ({value:g} after {self.last:g})",
             )
         self.last = value
+        job_id = row.text(self.id_field)
+        first = self.seen.setdefault(job_id, row.line)
+        if first != row.line:
+            raise row.error(self.id_field, f"job id {job_id!r} already used on line {first}")
 
 
 def _shape(row: Row, text: str, size: int) -> tuple[int, ...]:
@@ -75,7 +82,7 @@ def load_philly(path: Path) -> Trace:
     """Philly (ATC'19) as converted by RFold: one row per job."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
-    order = _Ordered("arrival time (sec)")
+    order = _RowChecks("arrival time (sec)", "job id")
     required = ("job id", "arrival time (sec)", "shape", "size", "duration (sec)")
     for row in read_rows(path, required):
         submit = row.number("arrival time (sec)")
@@ -94,7 +101,7 @@ def load_itp(path: Path) -> Trace:
     """Microsoft ITP clusters (elasticflow-traces raw format)."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
-    order = _Ordered("submission_time")
+    order = _RowChecks("submission_time", "job_id")
     for row in read_rows(path, ("job_id", "submission_time", "duration", "num_gpu")):
         submit = row.number("submission_time")
         order.check(row, submit)
@@ -131,7 +138,7 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
     """
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
-    order = _Ordered("creation_time")
+    order = _RowChecks("creation_time", "name")
     required = (
         "name",
         "num_gpu",
@@ -197,7 +204,7 @@ def load_helios(path: Path) -> Trace:
     """
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
-    order = _Ordered("submit_time")
+    order = _RowChecks("submit_time", "job_id")
     origin: float | None = None
     for row in read_rows(path, ("job_id", "user", "vc", "gpu_num", "submit_time", "duration")):
         absolute = _seconds(row, "submit_time")
@@ -241,7 +248,7 @@ def load_generic(path: Path) -> Trace:
     """ilucid's generic CSV (see docs/traces.md): one job per row, seconds."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
-    order = _Ordered("submit_time")
+    order = _RowChecks("submit_time", "id")
     classes = {c.value: c for c in JobClass}
     for row in read_rows(path, GENERIC_COLUMNS[:4]):
         submit = row.number("submit_time")
