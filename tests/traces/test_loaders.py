@@ -523,3 +523,11 @@ def test_real_alibaba_brings_its_own_cluster() -> None:
     assert len(trace.cluster) == 1213
     assert trace.cluster.total_gpus == 6212
     assert len(trace.jobs) + sum(trace.skipped.values()) == 8152
+
+
+def test_duplicate_job_id_names_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "dup.csv"
+    path.write_text("job_id,submission_time,duration,num_gpu\na,0,10,1\nb,1,10,1\na,2,10,1\n")
+    with pytest.raises(TraceError) as caught:
+        load_trace(str(path))
+    assert str(caught.value) == f"{path}:4: field 'job_id': job id 'a' already used on line 2"
