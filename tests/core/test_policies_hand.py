@@ -355,7 +355,28 @@ def test_tiresias_demotion_preempts(factory: Callable[[], Policy]) -> None:
 
 
 # -- coverage of the registry -------------------------------------------------------
-HAND_TESTED = {"fifo", "sjf", "fifo-backfill", "sjf-backfill", "srtf", "tiresias"}
+# -- QSSF ------------------------------------------------------------------------
+def test_qssf_orders_by_estimate_times_gpus_not_by_true_duration() -> None:
+    # 1x2 GPUs. Keys are estimate x GPUs: a 200, b 100, c 200, d 10.
+    #   t=0   a (2g) starts, ends 100.
+    #   t=100 queue d(10) < b(100) < c(200): d starts (1 GPU) 100-160; b needs 2,
+    #         only 1 free: head-of-line blocking, c waits too.
+    #   t=160 d ends; b starts 160-190.  t=190 c starts 190-230.
+    # d's true duration (60) is longer than b's (30): the order comes from estimates.
+    jobs = [
+        JobSpec("a", 0, 2, 100, estimate=100),
+        JobSpec("b", 1, 2, 30, estimate=50),
+        JobSpec("c", 2, 1, 40, estimate=200),
+        JobSpec("d", 3, 1, 60, estimate=10),
+    ]
+    records = run(jobs, Cluster.homogeneous(1, 2), "qssf")
+    assert_outcome(
+        records,
+        {"a": (100, 0, 0), "d": (157, 100, 0), "b": (189, 160, 0), "c": (228, 190, 0)},
+    )
+
+
+HAND_TESTED = {"fifo", "sjf", "fifo-backfill", "sjf-backfill", "srtf", "tiresias", "qssf"}
 
 
 def test_every_registered_policy_has_hand_computed_cases() -> None:

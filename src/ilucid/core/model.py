@@ -34,7 +34,8 @@ class JobSpec:
     ``duration`` is the job's real run time on its requested GPUs. Oracle policies
     (SJF, SRTF) may read it; realistic policies must estimate it instead.
     ``shape`` is an optional per-node split of the gang (e.g. ``(8, 8)``); when
-    absent the placer chooses the split.
+    absent the placer chooses the split. ``estimate`` is the duration a driver's
+    estimator predicted at submission (the core never fits models itself).
     """
 
     id: str
@@ -49,6 +50,7 @@ class JobSpec:
     gpu_milli: int = 1000
     priority: int = 0
     shape: tuple[int, ...] | None = None
+    estimate: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 0:

@@ -13,12 +13,23 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ilucid.core import Action, Cluster, JobSpec, Placement, Policy, Scheduler, SchedulerConfig
 
-__all__ = ["ClusterSeries", "JobRecord", "Observer", "SimResult", "simulate"]
+__all__ = ["Annotator", "ClusterSeries", "JobRecord", "Observer", "SimResult", "simulate"]
 
 ProgressFn = Callable[[float], None]
+
+
+class Annotator(Protocol):
+    """Adds what a driver knows at submission (e.g. a duration estimate) to a job."""
+
+    def on_submit(self, spec: JobSpec, now: float) -> JobSpec: ...
+
+    def on_finish(self, spec: JobSpec, end: float) -> None: ...
+
+
 #: Called as ``observer(time, event, job_id, placement)`` for "start", "preempt" and
 #: "finish"; lets tests and tools check every allocation independently of the core.
 Observer = Callable[[float, str, str, Placement | None], None]
@@ -79,6 +90,7 @@ def simulate(
     progress: ProgressFn | None = None,
     sample_every: float = 60.0,
     observer: Observer | None = None,
+    annotator: Annotator | None = None,
 ) -> SimResult:
     """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``."""
     wall_start = time.perf_counter()
@@ -142,7 +154,9 @@ def simulate(
             rec.busy_gpu_seconds += (now - run_start[job_id]) * rec.num_gpus
             if observer is not None:
                 observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
-            scheduler.finish(job_id, now)
+            finished = scheduler.finish(job_id, now)
+            if annotator is not None:
+                annotator.on_finish(finished.spec, now)
             del remaining[job_id], run_start[job_id], version[job_id]
             done += 1
             events += 1
@@ -158,6 +172,8 @@ def simulate(
                 spec.tenant,
             )
             remaining[spec.id] = spec.duration
+            if annotator is not None:
+                spec = annotator.on_submit(spec, now)
             scheduler.submit(spec, now)
             events += 1
             if progress is not None and next_job % report_every == 0:

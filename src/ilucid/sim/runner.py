@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ilucid.core import Cluster, JobSpec, SchedulerConfig, make_policy
+from ilucid.core.policies import NEEDS_ESTIMATES
 from ilucid.sim.engine import SimResult, simulate
+from ilucid.sim.estimates import WalkForwardEstimates
 
 __all__ = ["PolicyRun", "ProgressBar", "run_policies"]
 
@@ -74,7 +76,10 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
 
     try:
         policy = make_policy(name, **options)
-        return PolicyRun(name, simulate(jobs, cluster, policy, config, progress))
+        annotator = WalkForwardEstimates(jobs) if name in NEEDS_ESTIMATES else None
+        return PolicyRun(
+            name, simulate(jobs, cluster, policy, config, progress, annotator=annotator)
+        )
     except (ValueError, RuntimeError) as exc:
         return PolicyRun(name, None, str(exc))
 

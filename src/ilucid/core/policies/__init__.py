@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, sjf_key
+from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, qssf_key, sjf_key
 from ilucid.core.policies.preemptive import ReplanningPolicy, srtf, tiresias
 from ilucid.core.scheduler import Policy
 
-__all__ = ["POLICIES", "OrderedPolicy", "ReplanningPolicy", "make_policy"]
+__all__ = ["NEEDS_ESTIMATES", "POLICIES", "OrderedPolicy", "ReplanningPolicy", "make_policy"]
+
+#: Policies that order jobs by a duration estimate the driver must supply.
+NEEDS_ESTIMATES = frozenset({"qssf"})
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: OrderedPolicy("fifo", fifo_key),
     "sjf": lambda: OrderedPolicy("sjf", sjf_key),
     "fifo-backfill": lambda: OrderedPolicy("fifo-backfill", fifo_key, backfill=True),
     "sjf-backfill": lambda: OrderedPolicy("sjf-backfill", sjf_key, backfill=True),
+    "qssf": lambda: OrderedPolicy("qssf", qssf_key),
     "srtf": srtf,
     "tiresias": tiresias,
 }

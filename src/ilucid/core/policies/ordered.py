@@ -15,13 +15,23 @@ from collections.abc import Callable
 from ilucid.core.jobs import JobState
 from ilucid.core.scheduler import SchedulingPass
 
-__all__ = ["OrderedPolicy", "QueueKey", "fifo_key", "sjf_key"]
+__all__ = ["DEFAULT_ESTIMATE_S", "OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
 
 QueueKey = Callable[[JobState], tuple[float, ...]]
 
 
 def fifo_key(job: JobState) -> tuple[float, ...]:
     return (job.spec.submit_time, job.seq)
+
+
+#: Duration assumed for a job that arrives without an estimate.
+DEFAULT_ESTIMATE_S = 3600.0
+
+
+def qssf_key(job: JobState) -> tuple[float, ...]:
+    """Quasi-shortest service first (Helios): estimated duration x GPUs."""
+    estimate = job.spec.estimate if job.spec.estimate is not None else DEFAULT_ESTIMATE_S
+    return (estimate * max(1, job.spec.num_gpus), job.seq)
 
 
 def sjf_key(job: JobState) -> tuple[float, ...]:
