@@ -22,12 +22,14 @@ from ilucid.core import (
     Cluster,
     JobSpec,
     Policy,
+    ProfileReport,
     RestoreOverhead,
     SchedulerConfig,
     make_policy,
 )
+from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.preemptive import tiresias
-from ilucid.sim import JobRecord, simulate
+from ilucid.sim import JobRecord, World, simulate
 
 #: (JCT, first start, preemptions) per job id.
 Expected = Mapping[str, tuple[float, float, int]]
@@ -376,7 +378,94 @@ def test_qssf_orders_by_estimate_times_gpus_not_by_true_duration() -> None:
     )
 
 
-HAND_TESTED = {"fifo", "sjf", "fifo-backfill", "sjf-backfill", "srtf", "tiresias", "qssf"}
+# -- Lucid / ilucid ------------------------------------------------------------------
+def test_lucid_profiles_small_jobs_first_and_counts_profiling_in_jct() -> None:
+    # 4 nodes x 2 GPUs; the profiling pool is 1 node (node3: at most 25% of nodes).
+    # Profile limit 100 s, leaving the profiler costs the 40 s restore overhead.
+    #   t=0   a(1g) profiles on node3; b(2g) waits (node3 has 1 GPU left): smallest first.
+    #   t=10  c(4g) cannot fit the 2-GPU pool but waits behind b in the profile queue.
+    #   t=20  d(1g) sorts before b and profiles on node3's other GPU.
+    #   t=50  a (50 s) and d (30 s) finish while profiling: done.
+    #         b profiles 50-150; c moves to the main queue and takes node0+node1, 50-150.
+    #   t=150 b leaves the profiler with 300-100=200 s left + 40 s restore -> node0,
+    #         150-390. JCT 390 includes its 100 s of profiling.
+    jobs = [
+        JobSpec("a", 0, 1, 50, estimate=50),
+        JobSpec("b", 0, 2, 300, estimate=1000),
+        JobSpec("c", 10, 4, 100, estimate=100),
+        JobSpec("d", 20, 1, 30, estimate=30),
+    ]
+    policy = LucidPolicy(LucidConfig(profile_limit_s=100, profiler_nodes=1))
+    records = run(jobs, Cluster.homogeneous(4, 2), policy)
+    assert_outcome(
+        records,
+        {"a": (50, 0, 0), "b": (390, 50, 0), "c": (140, 50, 0), "d": (30, 20, 0)},
+    )
+    assert (records["b"].profiled_s, records["b"].restores) == (100, 1)
+    assert records["b"].nodes == "node3:2"  # its first run was on the profiling pool
+
+
+class HalfSpeedPairs(World):
+    def measure(self, spec: JobSpec, ran_s: float, now: float) -> ProfileReport:
+        return ProfileReport(sharing_score=0, gpu_memory_gb=4.0, estimate=None)
+
+    def pair_speed(self, a: JobSpec, b: JobSpec) -> tuple[float, float]:
+        return 0.5, 0.5
+
+
+def test_lucid_packs_light_jobs_and_slows_both() -> None:
+    # 2 nodes x 1 GPU, profiler = node1 (share 0.5), profile limit 10 s, packing on.
+    #   p1 profiles 0-10, then node0 from t=10 with 90+40=130 s of work.
+    #   p2 profiles 10-20, then finds node0 busy: scores 0+0 <= 2, 4+4 GB fit -> packed.
+    #   From t=20 both run at half speed: p1 has 120 s left -> ends 260;
+    #   p2 has 130 s left: 120 s of it done by 260, the last 10 s alone -> ends 270.
+    jobs = [JobSpec("p1", 0, 1, 100, estimate=100), JobSpec("p2", 0, 1, 100, estimate=200)]
+    config = LucidConfig(profile_limit_s=10, profiler_nodes=1, profiler_max_share=0.5)
+    result = simulate(jobs, Cluster.homogeneous(2, 1), LucidPolicy(config), world=HalfSpeedPairs())
+    records = {r.id: r for r in result.records}
+    assert_outcome(records, {"p1": (260, 0, 0), "p2": (270, 10, 0)})
+    assert (records["p1"].packed, records["p2"].packed) == (0, 1)
+    assert records["p2"].work_done == 100 + 40  # its own work plus one restore
+
+
+def test_ilucid_serves_a_starving_job_that_lucid_keeps_skipping() -> None:
+    # 1 node x 2 GPUs, no profiling. big (2g) keeps losing to cheaper 1-GPU jobs
+    # under lucid (a job that does not fit is skipped). ilucid promotes any job
+    # waiting >= 50 s to a FIFO lane served first.
+    #   lucid:  s1 0-100, s2 2-102 (big skipped: 1 GPU free), s3 100-200 (its 10
+    #           GPU-s beat big's 2,000); big needs both GPUs: 200-300.
+    #   ilucid: at t=99 big (waited 98 s) is promoted; s3 waits behind it;
+    #           big runs 102-202 once s1 and s2 end; s3 runs 202-302.
+    jobs = [
+        JobSpec("s1", 0, 1, 100, estimate=10),
+        JobSpec("big", 1, 2, 100, estimate=1000),
+        JobSpec("s2", 2, 1, 100, estimate=10),
+        JobSpec("s3", 99, 1, 100, estimate=10),
+    ]
+    cluster = Cluster.homogeneous(1, 2)
+    plain = run(jobs, cluster, LucidPolicy(LucidConfig(profile_limit_s=0)))
+    assert_outcome(
+        plain,
+        {"s1": (100, 0, 0), "s2": (100, 2, 0), "s3": (101, 100, 0), "big": (299, 200, 0)},
+    )
+    aged = run(jobs, cluster, LucidPolicy(LucidConfig(profile_limit_s=0, starve_after_s=50)))
+    assert_outcome(
+        aged,
+        {"s1": (100, 0, 0), "s2": (100, 2, 0), "big": (201, 102, 0), "s3": (203, 202, 0)},
+    )
+
+
+HAND_TESTED = {
+    "fifo",
+    "sjf",
+    "fifo-backfill",
+    "sjf-backfill",
+    "srtf",
+    "tiresias",
+    "qssf",
+    "lucid",
+    "ilucid",
+}
 
 
 def test_every_registered_policy_has_hand_computed_cases() -> None:

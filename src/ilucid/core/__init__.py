@@ -2,15 +2,24 @@
 
 from ilucid.core.decision import Action, Decision, Reason, ScorePart
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.model import Cluster, JobClass, JobSpec, Node, Placement
+from ilucid.core.model import (
+    Cluster,
+    Forecast,
+    JobClass,
+    JobSpec,
+    Node,
+    Placement,
+    ProfileReport,
+)
 from ilucid.core.policies import POLICIES, make_policy
-from ilucid.core.scheduler import Policy, Scheduler, SchedulerConfig
+from ilucid.core.scheduler import Policy, ProfilingPolicy, Scheduler, SchedulerConfig
 
 __all__ = [
     "POLICIES",
     "Action",
     "Cluster",
     "Decision",
+    "Forecast",
     "JobClass",
     "JobSpec",
     "JobState",
@@ -18,6 +27,8 @@ __all__ = [
     "Node",
     "Placement",
     "Policy",
+    "ProfileReport",
+    "ProfilingPolicy",
     "Reason",
     "RestoreOverhead",
     "Scheduler",

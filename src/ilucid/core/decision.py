@@ -51,6 +51,10 @@ class Decision:
     placement: Placement | None = None
     reasons: tuple[Reason, ...] = ()
     score: tuple[ScorePart, ...] = ()
+    #: run at most this long, then report (a profiling run); None = until done
+    limit_s: float | None = None
+    #: the running job whose GPUs this one shares (indolent packing)
+    shares_with: str | None = None
 
     def explain(self) -> str:
         text = f"{self.action.value} {self.job_id}"

@@ -11,7 +11,10 @@ from collections.abc import Iterable
 
 from ilucid.core.model import Cluster, Placement
 
-__all__ = ["FreeGpus"]
+__all__ = ["MAIN_POOL", "FreeGpus"]
+
+#: The pool every node starts in; policies may move nodes to others (e.g. a profiler).
+MAIN_POOL = "main"
 
 
 class FreeGpus:
@@ -20,10 +23,13 @@ class FreeGpus:
     __slots__ = (
         "_buckets",
         "_fragmented",
+        "_top",
         "capacity",
         "cluster",
         "free",
         "free_total",
+        "pool_free",
+        "pool_of",
         "types",
         "uniform",
     )
@@ -36,12 +42,38 @@ class FreeGpus:
         self._fragmented = 0
         self.types: tuple[str, ...] = tuple(sorted({n.gpu_type for n in cluster.nodes}))
         self.uniform = len({n.num_gpus for n in cluster.nodes}) == 1
-        top = cluster.max_gpus_per_node
-        self._buckets: dict[str, list[set[int]]] = {
-            t: [set() for _ in range(top + 1)] for t in self.types
-        }
+        self._top = cluster.max_gpus_per_node + 1
+        self.pool_of: list[str] = [MAIN_POOL] * len(cluster.nodes)
+        self.pool_free: dict[str, int] = {MAIN_POOL: self.free_total}
+        self._buckets: dict[tuple[str, str], list[set[int]]] = {}
         for index, node in enumerate(cluster.nodes):
-            self._buckets[node.gpu_type][node.num_gpus].add(index)
+            self._bucket(MAIN_POOL, node.gpu_type)[node.num_gpus].add(index)
+
+    def _bucket(self, pool: str, gpu_type: str) -> list[set[int]]:
+        key = (pool, gpu_type)
+        buckets = self._buckets.get(key)
+        if buckets is None:
+            buckets = self._buckets[key] = [set() for _ in range(self._top)]
+        return buckets
+
+    def _chosen(self, types: Iterable[str] | None, pool: str) -> list[list[set[int]]]:
+        wanted = self.types if types is None else types
+        return [b for t in wanted if (b := self._buckets.get((pool, t))) is not None]
+
+    def set_pool(self, index: int, pool: str) -> None:
+        """Move a node to another pool; jobs on it keep running."""
+        old = self.pool_of[index]
+        if old == pool:
+            return
+        gpu_type = self.cluster.nodes[index].gpu_type
+        self._bucket(old, gpu_type)[self.free[index]].discard(index)
+        self._bucket(pool, gpu_type)[self.free[index]].add(index)
+        self.pool_of[index] = pool
+        self.pool_free[old] -= self.free[index]
+        self.pool_free[pool] = self.pool_free.get(pool, 0) + self.free[index]
+
+    def pool_nodes(self, pool: str) -> list[int]:
+        return [i for i, p in enumerate(self.pool_of) if p == pool]
 
     # -- updates ---------------------------------------------------------------
     def take(self, placement: Placement) -> None:
@@ -71,8 +103,10 @@ class FreeGpus:
         self.free_total += returned
 
     def _move(self, index: int, new_free: int) -> None:
-        buckets = self._buckets[self.cluster.nodes[index].gpu_type]
+        pool = self.pool_of[index]
+        buckets = self._buckets[(pool, self.cluster.nodes[index].gpu_type)]
         old_free = self.free[index]
+        self.pool_free[pool] += new_free - old_free
         capacity = self.capacity[index]
         buckets[old_free].discard(index)
         buckets[new_free].add(index)
@@ -83,34 +117,29 @@ class FreeGpus:
             self._fragmented += new_free
 
     # -- queries ---------------------------------------------------------------
-    def nodes_with_free(self, count: int, types: Iterable[str] | None = None) -> set[int]:
+    def nodes_with_free(
+        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> set[int]:
         """Indices of nodes (of the given GPU types) with exactly ``count`` free GPUs."""
         result: set[int] = set()
-        for t in self.types if types is None else types:
-            buckets = self._buckets.get(t)
-            if buckets is not None and count < len(buckets):
+        for buckets in self._chosen(types, pool):
+            if count < len(buckets):
                 result |= buckets[count]
         return result
 
-    def count_with_at_least(self, count: int, types: Iterable[str] | None = None) -> int:
-        chosen = self.types if types is None else tuple(types)
-        total = 0
-        for t in chosen:
-            buckets = self._buckets.get(t)
-            if buckets is not None:
-                total += sum(len(b) for b in buckets[count:])
-        return total
+    def count_with_at_least(
+        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> int:
+        return sum(sum(len(b) for b in buckets[count:]) for buckets in self._chosen(types, pool))
 
-    def best_fit(self, count: int, types: Iterable[str] | None = None) -> int | None:
+    def best_fit(
+        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> int | None:
         """Node with the fewest free GPUs that still holds ``count``; ties go to node order."""
-        chosen = self.types if types is None else tuple(types)
-        top = len(self._buckets[self.types[0]]) if self.types else 0
-        for k in range(count, top):
+        chosen = self._chosen(types, pool)
+        for k in range(count, self._top):
             best: int | None = None
-            for t in chosen:
-                buckets = self._buckets.get(t)
-                if buckets is None:
-                    continue
+            for buckets in chosen:
                 bucket = buckets[k]
                 if bucket:
                     candidate = min(bucket)
@@ -120,30 +149,23 @@ class FreeGpus:
                 return best
         return None
 
-    def wholly_free(self, types: Iterable[str] | None = None) -> list[int]:
+    def wholly_free(self, types: Iterable[str] | None = None, pool: str = MAIN_POOL) -> list[int]:
         """Nodes with every GPU free, in node order."""
-        chosen = self.types if types is None else tuple(types)
         nodes: list[int] = []
-        for t in chosen:
-            buckets = self._buckets.get(t)
-            if buckets is None:
-                continue
+        for buckets in self._chosen(types, pool):
             for k in range(1, len(buckets)):
                 nodes.extend(i for i in buckets[k] if self.capacity[i] == k)
         nodes.sort()
         return nodes
 
-    def descending(self, types: Iterable[str] | None = None) -> list[int]:
+    def descending(self, types: Iterable[str] | None = None, pool: str = MAIN_POOL) -> list[int]:
         """Nodes with free GPUs, most free first, ties in node order."""
-        chosen = self.types if types is None else tuple(types)
-        top = len(self._buckets[self.types[0]]) if self.types else 0
+        chosen = self._chosen(types, pool)
         ordered: list[int] = []
-        for k in range(top - 1, 0, -1):
+        for k in range(self._top - 1, 0, -1):
             level: set[int] = set()
-            for t in chosen:
-                buckets = self._buckets.get(t)
-                if buckets is not None:
-                    level |= buckets[k]
+            for buckets in chosen:
+                level |= buckets[k]
             ordered.extend(sorted(level))
         return ordered
 

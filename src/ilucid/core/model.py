@@ -12,10 +12,12 @@ from enum import StrEnum
 
 __all__ = [
     "Cluster",
+    "Forecast",
     "JobClass",
     "JobSpec",
     "Node",
     "Placement",
+    "ProfileReport",
 ]
 
 
@@ -142,3 +144,26 @@ class Placement:
 
     def describe(self, cluster: Cluster) -> str:
         return "+".join(f"{cluster.nodes[i].name}:{c}" for i, c in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileReport:
+    """What a profiling run measured, as the driver's estimators read it.
+
+    ``sharing_score`` comes from the packing analyzer (0 light .. 2 heavy);
+    ``estimate`` is the duration estimate refined with what profiling saw.
+    """
+
+    sharing_score: int | None
+    gpu_memory_gb: float | None
+    estimate: float | None
+    gpu_util: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Demand expected in the next hour, as the load forecaster predicts it."""
+
+    jobs: float
+    gpu_seconds: float

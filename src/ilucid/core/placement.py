@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
-from ilucid.core.free_gpus import FreeGpus
+from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
 from ilucid.core.model import Cluster, JobSpec, Node, Placement
 
 __all__ = [
@@ -89,7 +89,7 @@ class PlacementResult:
 
 
 class Placer(Protocol):
-    def place(self, job: JobSpec, free: FreeGpus) -> Placement | None: ...
+    def place(self, job: JobSpec, free: FreeGpus, pool: str = MAIN_POOL) -> Placement | None: ...
 
     def explain(self, job: JobSpec, placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
         """Score parts of a placement already chosen, computed only when asked for."""
@@ -116,19 +116,19 @@ class ConsolidatingPlacer:
             self._types_cache[key] = allowed_types(job, free.cluster, self.filters)
         return self._types_cache[key]
 
-    def place(self, job: JobSpec, free: FreeGpus) -> Placement | None:
+    def place(self, job: JobSpec, free: FreeGpus, pool: str = MAIN_POOL) -> Placement | None:
         need = job.num_gpus
         if need == 0:
             return Placement(())
-        if need > free.free_total:
+        if need > free.pool_free.get(pool, 0):
             return None
         types = self._types(job, free)
-        node = free.best_fit(need, types)
+        node = free.best_fit(need, types, pool)
         if node is not None:
             return Placement(((node, need),))
         if free.uniform:
-            return self._place_across_uniform(need, free, types)
-        ordered = free.descending(types)
+            return self._place_across_uniform(need, free, types, pool)
+        ordered = free.descending(types, pool)
         parts: list[tuple[int, int]] = []
         for index in ordered:
             cap = free.capacity[index]
@@ -146,14 +146,14 @@ class ConsolidatingPlacer:
 
     @staticmethod
     def _place_across_uniform(
-        need: int, free: FreeGpus, types: tuple[str, ...] | None
+        need: int, free: FreeGpus, types: tuple[str, ...] | None, pool: str
     ) -> Placement | None:
         """The multi-node rule on identical nodes, without sorting every node."""
         cap = free.capacity[0]
         if need <= cap:
             return None  # best fit already found no single node that holds it
         whole, rest = divmod(need, cap)
-        full = free.wholly_free(types)
+        full = free.wholly_free(types, pool)
         if len(full) < whole:
             return None
         parts = [(index, cap) for index in full[:whole]]
@@ -161,7 +161,7 @@ class ConsolidatingPlacer:
             if len(full) > whole:
                 parts.append((full[whole], rest))
             else:
-                ordered = free.descending(types)
+                ordered = free.descending(types, pool)
                 partial = ordered[whole] if len(ordered) > whole else None
                 if partial is None or free.free[partial] < rest:
                     return None

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ilucid.core.decision import Action, Decision, Reason
-from ilucid.core.free_gpus import FreeGpus
+from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.model import Cluster, JobSpec, Placement
+from ilucid.core.model import Cluster, Forecast, JobSpec, Placement, ProfileReport
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
 
-__all__ = ["Policy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
+__all__ = ["Policy", "ProfilingPolicy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,26 +45,60 @@ class SchedulingPass:
     def free(self) -> FreeGpus:
         return self._scheduler.free
 
-    def try_start(self, job: JobState, why: str) -> bool:
-        """Place and start ``job`` if the placer finds room; ``why`` says why it goes now."""
-        placement = self._scheduler.placer.place(job.spec, self._scheduler.free)
+    def try_start(
+        self, job: JobState, why: str, pool: str = MAIN_POOL, limit_s: float | None = None
+    ) -> bool:
+        """Place and start ``job`` if the placer finds room; ``why`` says why it goes now.
+
+        ``limit_s`` makes it a bounded run (profiling): the driver reports back
+        with :meth:`Scheduler.profiled` when the limit is reached.
+        """
+        placement = self._scheduler.placer.place(job.spec, self._scheduler.free, pool)
         if placement is None:
             return False
-        self.start(job, placement, why)
+        self.start(job, placement, why, limit_s)
         return True
 
-    def start(self, job: JobState, placement: Placement, why: str) -> None:
+    def start(
+        self, job: JobState, placement: Placement, why: str, limit_s: float | None = None
+    ) -> None:
         scheduler = self._scheduler
         scheduler.free.take(placement)
         job.start(placement, self.now)
         scheduler.policy.on_started(job, self.now)
         self.decisions.append(
-            Decision(Action.START, job.spec.id, placement, (Reason("Scheduled", why),))
+            Decision(
+                Action.START, job.spec.id, placement, (Reason("Scheduled", why),), limit_s=limit_s
+            )
+        )
+
+    def start_packed(self, job: JobState, partner: JobState, why: str) -> None:
+        """Start ``job`` on the GPUs of running ``partner``: both then share them."""
+        scheduler = self._scheduler
+        if partner.placement is None or partner.spec.id in scheduler.partners:
+            raise ValueError(f"{partner.spec.id} cannot take a packing partner")
+        if job.spec.num_gpus != partner.spec.num_gpus:
+            raise ValueError("packed jobs must ask for the same number of GPUs")
+        placement = partner.placement
+        job.start(placement, self.now)
+        scheduler.partners[job.spec.id] = partner.spec.id
+        scheduler.partners[partner.spec.id] = job.spec.id
+        scheduler.policy.on_started(job, self.now)
+        self.decisions.append(
+            Decision(
+                Action.START,
+                job.spec.id,
+                placement,
+                (Reason("Packed", why),),
+                shares_with=partner.spec.id,
+            )
         )
 
     def preempt(self, job: JobState, why: str) -> None:
         scheduler = self._scheduler
         assert job.placement is not None
+        if job.spec.id in scheduler.partners:
+            raise ValueError(f"{job.spec.id} shares GPUs; packed jobs are not preempted")
         overhead = scheduler.config.overhead.for_job(job.spec)
         scheduler.free.give_back(job.placement)
         placement = job.placement
@@ -110,6 +144,14 @@ class Policy(Protocol):
         ...
 
 
+class ProfilingPolicy(Policy, Protocol):
+    """A policy that profiles new jobs and adapts to a load forecast (Lucid)."""
+
+    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None: ...
+
+    def on_forecast(self, forecast: Forecast, now: float) -> None: ...
+
+
 class Scheduler:
     """Owns the cluster's free GPUs and every job's state; a policy decides the order."""
 
@@ -126,6 +168,7 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.free = FreeGpus(cluster)
         self.jobs: dict[str, JobState] = {}
+        self.partners: dict[str, str] = {}  # packed job -> the job sharing its GPUs
         self._seq = 0
         self.pending_count = 0
 
@@ -149,7 +192,11 @@ class Scheduler:
         job = self.jobs[job_id]
         if job.status is not JobStatus.RUNNING or job.placement is None:
             raise ValueError(f"job {job_id} is {job.status.value}, not running")
-        self.free.give_back(job.placement)
+        partner = self.partners.pop(job_id, None)
+        if partner is None:
+            self.free.give_back(job.placement)
+        else:  # the partner keeps the shared GPUs and now runs alone
+            del self.partners[partner]
         job.finish(now)
         self.policy.on_finished(job, now)
         del self.jobs[job_id]
@@ -164,6 +211,33 @@ class Scheduler:
 
     def next_wakeup(self, now: float) -> float | None:
         return self.policy.next_wakeup(now)
+
+    def profiled(self, job_id: str, now: float, report: ProfileReport) -> JobState:
+        """A profiling run reached its limit: free its GPUs, hand the metrics to the policy.
+
+        The work done so far is kept; moving to the main cluster costs the
+        restore overhead, as a preemption does.
+        """
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.RUNNING or job.placement is None:
+            raise ValueError(f"job {job_id} is {job.status.value}, not profiling")
+        if job_id in self.partners:
+            raise ValueError(f"job {job_id} shares GPUs; profiling runs are never packed")
+        self.free.give_back(job.placement)
+        job.stop(now, self.config.overhead.for_job(job.spec))
+        job.preemptions -= 1  # leaving the profiler is not a preemption
+        self.pending_count += 1
+        on_profiled = getattr(self.policy, "on_profiled", None)
+        if on_profiled is None:
+            raise ValueError(f"policy {self.policy.name} does not profile jobs")
+        on_profiled(job, report, now)
+        return job
+
+    def forecast(self, forecast: Forecast, now: float) -> None:
+        """A new load forecast; policies without a tuner ignore it."""
+        on_forecast = getattr(self.policy, "on_forecast", None)
+        if on_forecast is not None:
+            on_forecast(forecast, now)
 
     # -- questions ---------------------------------------------------------------
     def running(self) -> Iterable[JobState]:

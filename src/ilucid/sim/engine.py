@@ -13,13 +13,41 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from ilucid.core import Action, Cluster, JobSpec, Placement, Policy, Scheduler, SchedulerConfig
+from ilucid.core import (
+    Action,
+    Cluster,
+    Forecast,
+    JobSpec,
+    Placement,
+    Policy,
+    ProfileReport,
+    Scheduler,
+    SchedulerConfig,
+)
 
-__all__ = ["Annotator", "ClusterSeries", "JobRecord", "Observer", "SimResult", "simulate"]
+__all__ = [
+    "Annotator",
+    "ClusterSeries",
+    "JobRecord",
+    "Observer",
+    "SimResult",
+    "World",
+    "simulate",
+]
 
 ProgressFn = Callable[[float], None]
+
+
+class World:
+    """What only reality knows. This default measures nothing and ignores interference."""
+
+    def measure(self, spec: JobSpec, ran_s: float, now: float) -> ProfileReport:
+        return ProfileReport(sharing_score=None, gpu_memory_gb=None, estimate=None)
+
+    def pair_speed(self, a: JobSpec, b: JobSpec) -> tuple[float, float]:
+        return 1.0, 1.0
 
 
 class Annotator(Protocol):
@@ -30,7 +58,8 @@ class Annotator(Protocol):
     def on_finish(self, spec: JobSpec, end: float) -> None: ...
 
 
-#: Called as ``observer(time, event, job_id, placement)`` for "start", "preempt" and
+#: Called as ``observer(time, event, job_id, placement)`` for "start", "pack" (start on
+#: GPUs another running job holds), "preempt", "profiled" (a profiling run ended) and
 #: "finish"; lets tests and tools check every allocation independently of the core.
 Observer = Callable[[float, str, str, Placement | None], None]
 
@@ -49,7 +78,11 @@ class JobRecord:
     end: float = -1.0
     preemptions: int = 0
     nodes: str = ""
-    busy_gpu_seconds: float = 0.0
+    busy_gpu_seconds: float = 0.0  # GPUs held x time held
+    work_done: float = 0.0  # solo-seconds of progress (less than held time when packed)
+    restores: int = 0  # restore overheads paid (preemptions and leaving the profiler)
+    profiled_s: float = 0.0
+    packed: int = 0  # times this job started on GPUs it shares
 
     @property
     def jct(self) -> float:
@@ -80,6 +113,8 @@ class SimResult:
     series: ClusterSeries
     events: int
     wall_s: float
+    busy_gpu_seconds: float = 0.0  # physical: GPUs held by at least one job, over time
+    tuner_log: list[Any] = field(default_factory=list)  # tuner actions, when the policy has one
 
 
 def simulate(
@@ -91,27 +126,65 @@ def simulate(
     sample_every: float = 60.0,
     observer: Observer | None = None,
     annotator: Annotator | None = None,
+    world: World | None = None,
+    forecasts: Sequence[tuple[float, Forecast]] = (),
 ) -> SimResult:
-    """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``."""
+    """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``.
+
+    ``world`` supplies what only reality knows: profiling measurements and how
+    fast two packed jobs run (without one, profiling reports nothing and
+    packed jobs run at full speed). ``forecasts`` are ``(time, Forecast)``
+    pairs delivered to the policy's tuner as the clock passes them.
+    """
     wall_start = time.perf_counter()
     config = config or SchedulerConfig()
+    world = world or World()
     scheduler = Scheduler(cluster, policy, config=config)
     free = scheduler.free
     total_gpus = cluster.total_gpus
     nodes = cluster.nodes
+    partners = scheduler.partners
 
     records: dict[str, JobRecord] = {}
-    remaining: dict[str, float] = {}  # true work left as of run_start (the world's view)
-    run_start: dict[str, float] = {}
+    specs: dict[str, JobSpec] = {}
+    work: dict[str, float] = {}  # solo-seconds of work left as of since[job] (the truth)
+    since: dict[str, float] = {}
+    rate: dict[str, float] = {}  # progress per second: 1 alone, less when packed
+    cut_at: dict[str, float] = {}  # end of a bounded (profiling) run
     version: dict[str, int] = {}
-    ends: list[tuple[float, int, str, int]] = []  # (time, tiebreak, job id, version)
+    events_heap: list[tuple[float, int, str, int, int]] = []  # time, tiebreak, id, version, kind
     tiebreak = 0
+    busy_total = 0.0
+
+    def settle(job_id: str, now: float) -> None:
+        ran = now - since[job_id]
+        if ran > 0:
+            rec = records[job_id]
+            rec.busy_gpu_seconds += ran * rec.num_gpus
+            done_work = ran * rate[job_id]
+            rec.work_done += done_work
+            work[job_id] = max(0.0, work[job_id] - done_work)
+        since[job_id] = now
+
+    def plan(job_id: str, now: float) -> None:
+        nonlocal tiebreak
+        ver = version.get(job_id, 0) + 1
+        version[job_id] = ver
+        end = now + work[job_id] / rate[job_id]
+        kind = 0
+        cut = cut_at.get(job_id)
+        if cut is not None and cut < end:
+            end, kind = cut, 1
+        tiebreak += 1
+        heapq.heappush(events_heap, (end, tiebreak, job_id, ver, kind))
 
     start_time = jobs[0].submit_time if jobs else 0.0
     series = ClusterSeries(start=start_time, step=sample_every)
     next_sample = start_time
+    last_time = start_time
     n_jobs = len(jobs)
     next_job = 0
+    next_forecast = 0
     wake: float | None = None
     events = 0
     done = 0
@@ -122,8 +195,8 @@ def simulate(
         now = float("inf")
         if next_job < n_jobs:
             now = jobs[next_job].submit_time
-        if ends and ends[0][0] < now:
-            now = ends[0][0]
+        if events_heap and events_heap[0][0] < now:
+            now = events_heap[0][0]
         if wake is not None and wake < now:
             now = wake
         if now == float("inf"):
@@ -132,10 +205,14 @@ def simulate(
                 f"{policy.name}: {stuck} job(s) can never start on this cluster"
                 f" ({total_gpus} GPUs); the first pending is {_first_pending(scheduler)}"
             )
+        if next_forecast < len(forecasts) and forecasts[next_forecast][0] < now:
+            now = max(forecasts[next_forecast][0], last_time)
 
-        # 2. sample the cluster state up to (not including) this moment
+        # 2. account the cluster state up to (not including) this moment
+        busy = total_gpus - free.free_total
+        busy_total += busy * (now - last_time)
+        last_time = now
         if now >= next_sample:
-            busy = total_gpus - free.free_total
             pending = scheduler.pending_count
             fragmented = free.fragmented_free()
             while next_sample < now:
@@ -145,19 +222,37 @@ def simulate(
                 next_sample += sample_every
 
         # 3. completions, then arrivals, then one scheduling pass (the artifact's order)
-        while ends and ends[0][0] <= now:
-            _, _, job_id, ver = heapq.heappop(ends)
+        while events_heap and events_heap[0][0] <= now:
+            _, _, job_id, ver, kind = heapq.heappop(events_heap)
             if version.get(job_id) != ver:
-                continue  # stale: the job was preempted after this end was planned
+                continue  # stale: preempted or re-planned after this event was planned
+            settle(job_id, now)
             rec = records[job_id]
+            if kind == 1:  # a profiling run reached its limit
+                del cut_at[job_id]
+                report = world.measure(specs[job_id], now - rec.first_start, now)
+                rec.profiled_s += now - rec.first_start
+                rec.restores += 1
+                if observer is not None:
+                    observer(now, "profiled", job_id, scheduler.jobs[job_id].placement)
+                work[job_id] += config.overhead.for_job(specs[job_id])
+                version[job_id] += 1
+                scheduler.profiled(job_id, now, report)
+                events += 1
+                continue
             rec.end = now
-            rec.busy_gpu_seconds += (now - run_start[job_id]) * rec.num_gpus
             if observer is not None:
                 observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
+            partner = partners.get(job_id)
             finished = scheduler.finish(job_id, now)
+            if partner is not None:  # the partner runs alone again, at full speed
+                settle(partner, now)
+                rate[partner] = 1.0
+                plan(partner, now)
             if annotator is not None:
                 annotator.on_finish(finished.spec, now)
-            del remaining[job_id], run_start[job_id], version[job_id]
+            cut_at.pop(job_id, None)
+            del work[job_id], since[job_id], version[job_id], rate[job_id], specs[job_id]
             done += 1
             events += 1
         while next_job < n_jobs and jobs[next_job].submit_time <= now:
@@ -171,19 +266,24 @@ def simulate(
                 spec.job_class.value,
                 spec.tenant,
             )
-            remaining[spec.id] = spec.duration
+            work[spec.id] = spec.duration
             if annotator is not None:
                 spec = annotator.on_submit(spec, now)
+            specs[spec.id] = spec
             scheduler.submit(spec, now)
             events += 1
             if progress is not None and next_job % report_every == 0:
                 progress(next_job / n_jobs)
+        while next_forecast < len(forecasts) and forecasts[next_forecast][0] <= now:
+            scheduler.forecast(forecasts[next_forecast][1], now)
+            next_forecast += 1
 
         for decision in scheduler.schedule(now):
             job_id = decision.job_id
             rec = records[job_id]
             if observer is not None:
-                observer(now, decision.action.value, job_id, decision.placement)
+                event = "pack" if decision.shares_with is not None else decision.action.value
+                observer(now, event, job_id, decision.placement)
             if decision.action is Action.START:
                 assert decision.placement is not None
                 if rec.first_start < 0:
@@ -191,17 +291,23 @@ def simulate(
                     rec.nodes = "+".join(
                         f"{nodes[i].name}:{c}" for i, c in decision.placement.parts
                     )
-                run_start[job_id] = now
-                ver = version.get(job_id, 0) + 1
-                version[job_id] = ver
-                tiebreak += 1
-                heapq.heappush(ends, (now + remaining[job_id], tiebreak, job_id, ver))
+                since[job_id] = now
+                rate[job_id] = 1.0
+                if decision.limit_s is not None:
+                    cut_at[job_id] = now + decision.limit_s
+                if decision.shares_with is not None:
+                    other = decision.shares_with
+                    mine, theirs = world.pair_speed(specs[job_id], specs[other])
+                    settle(other, now)
+                    rate[job_id], rate[other] = mine, theirs
+                    rec.packed += 1
+                    plan(other, now)
+                plan(job_id, now)
             elif decision.action is Action.PREEMPT:
-                ran = now - run_start[job_id]
-                rec.busy_gpu_seconds += ran * rec.num_gpus
+                settle(job_id, now)
                 rec.preemptions += 1
-                overhead = config.overhead.for_job(scheduler.jobs[job_id].spec)
-                remaining[job_id] = max(0.0, remaining[job_id] - ran) + overhead
+                rec.restores += 1
+                work[job_id] += config.overhead.for_job(specs[job_id])
                 version[job_id] = version.get(job_id, 0) + 1
         wake = scheduler.next_wakeup(now)
         if wake is not None and wake <= now:
@@ -217,6 +323,8 @@ def simulate(
         series=series,
         events=events,
         wall_s=time.perf_counter() - wall_start,
+        busy_gpu_seconds=busy_total,
+        tuner_log=list(getattr(policy, "tuner_log", [])),
     )
 
 

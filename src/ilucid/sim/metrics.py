@@ -49,7 +49,7 @@ def summarize(result: SimResult, large_above_gpus: int = 8) -> dict[str, Any]:
     first_submit = min((r.submit for r in records), default=0.0)
     last_end = max((r.end for r in records), default=0.0)
     makespan = last_end - first_submit
-    busy = sum(r.busy_gpu_seconds for r in records)
+    busy = result.busy_gpu_seconds
     summary: dict[str, Any] = {"policy": result.policy, "jobs": len(records)}
     summary.update(_distribution("jct", jcts))
     summary.update(_distribution("queue", queues))

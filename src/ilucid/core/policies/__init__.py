@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, qssf_key, sjf_key
 from ilucid.core.policies.preemptive import ReplanningPolicy, srtf, tiresias
 from ilucid.core.scheduler import Policy
 
-__all__ = ["NEEDS_ESTIMATES", "POLICIES", "OrderedPolicy", "ReplanningPolicy", "make_policy"]
+__all__ = [
+    "NEEDS_ESTIMATES",
+    "POLICIES",
+    "LucidConfig",
+    "LucidPolicy",
+    "OrderedPolicy",
+    "ReplanningPolicy",
+    "make_policy",
+]
 
 #: Policies that order jobs by a duration estimate the driver must supply.
-NEEDS_ESTIMATES = frozenset({"qssf"})
+NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid"})
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: OrderedPolicy("fifo", fifo_key),
@@ -19,6 +28,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo-backfill": lambda: OrderedPolicy("fifo-backfill", fifo_key, backfill=True),
     "sjf-backfill": lambda: OrderedPolicy("sjf-backfill", sjf_key, backfill=True),
     "qssf": lambda: OrderedPolicy("qssf", qssf_key),
+    "lucid": lambda: LucidPolicy(LucidConfig(), "lucid"),
+    "ilucid": lambda: LucidPolicy(LucidConfig(starve_after_s=2 * 86400.0), "ilucid"),
     "srtf": srtf,
     "tiresias": tiresias,
 }
