@@ -14,6 +14,8 @@ from typing import Any
 from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
+from ilucid.core.policies import PROFILING_POLICIES
+from ilucid.model_cli import add_model_commands, run_model_command
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies
@@ -150,6 +152,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--out", type=Path, required=True, help="output directory")
     sim.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace")
+    sim.add_argument(
+        "--explain",
+        metavar="JOB_ID",
+        help="print why this job waited, its estimate's contributions and any packing",
+    )
     _add_cluster_options(sim)
     _add_policy_options(sim)
 
@@ -162,6 +169,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="replay only the first N jobs (default: all of Philly, 5,000 synthetic)",
     )
 
+    add_model_commands(sub)
     sub.add_parser("policies", help="list the scheduling policies")
     sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
     return parser
@@ -207,6 +215,9 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                 "queueing_delay",
                 "preemptions",
                 "nodes",
+                "wait_reason",
+                "profiled_s",
+                "packed",
             ]
         )
         for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
@@ -224,8 +235,26 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                     f"{r.queueing_delay:g}",
                     r.preemptions,
                     r.nodes,
+                    r.wait_reason,
+                    f"{r.profiled_s:g}",
+                    r.packed,
                 ]
             )
+
+
+def _print_explanation(job_id: str, policy: str, result: SimResult, detail: list[str]) -> None:
+    record = next(r for r in result.records if r.id == job_id)
+    print(
+        f"\n{job_id} under {policy}: submitted {record.submit:,.0f}, first start"
+        f" {record.first_start:,.0f}, end {record.end:,.0f} (JCT {record.jct:,.0f} s,"
+        f" waited {record.queueing_delay:,.0f} s)"
+    )
+    for reason, seconds in sorted(result.waits.items(), key=lambda kv: -kv[1]):
+        print(f"  waited {seconds:,.0f} s: {reason}")
+    for time, text in result.story:
+        print(f"  t={time:,.0f}: {text}")
+    for line in detail:
+        print(f"  {line}")
 
 
 def _json_value(value: Any) -> Any:
@@ -277,12 +306,21 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
     for note in notes:
         print(note)
     config = SchedulerConfig(RestoreOverhead(args.overhead_small, args.overhead_large))
-    options = {}
+    options: dict[str, Any] = {}
+    if getattr(args, "explain", None):
+        options["explain"] = args.explain
+        if all(j.id != args.explain for j in jobs):
+            raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
+    if PROFILING_POLICIES & set(policies):
+        notes.append(
+            "lucid/ilucid: each job gets a measured workload profile from Lucid's table by a"
+            " seeded rule (sha256(seed:job id) mod N); Philly and ITP record none"
+        )
     if args.tiresias_interval is not None or args.tiresias_threshold is not None:
-        options = {
-            "tiresias_interval": args.tiresias_interval,
-            "tiresias_threshold": args.tiresias_threshold,
-        }
+        options.update(
+            tiresias_interval=args.tiresias_interval,
+            tiresias_threshold=args.tiresias_threshold,
+        )
     bar = ProgressBar(policies)
     runs = run_policies(
         jobs, cluster, policies, config, options, args.processes, on_progress=bar.show
@@ -302,6 +340,15 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
         render_report(f"ilucid: {label}", results, summaries, notes), encoding="utf-8"
     )
     print(format_table(summaries))
+    for result in results:
+        if result.tuner_log:
+            print(f"{result.policy} tuner: {len(result.tuner_log)} actions, e.g.")
+            for action in result.tuner_log[:3]:
+                print(f"  t={action.time:,.0f} {action.action}: {action.detail}")
+    if getattr(args, "explain", None):
+        for run in runs:
+            if run.result is not None:
+                _print_explanation(args.explain, run.name, run.result, run.explanation or [])
     print(f"wrote {out / 'summary.json'}, {out / 'report.html'} and jobs-<policy>.csv")
     return 1 if failed else 0
 
@@ -340,6 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args, _load(args), args.policy, args.out)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "model":
+            return run_model_command(args)
         if args.command == "policies":
             for name in POLICIES:
                 print(name)
@@ -351,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 state = "found" if where and where.exists() else "not found"
                 print(f"{name:10s} {relative} ({state})")
             return 0
-    except (TraceError, CliError) as exc:
+    except (TraceError, CliError, ValueError) as exc:
         print(f"ilucid: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

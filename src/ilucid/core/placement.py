@@ -195,6 +195,10 @@ def explain_unplaceable(
     fitting = 0
     whole_free = 0
     for index, node in enumerate(cluster.nodes):
+        pool = free.pool_of[index]
+        if pool != MAIN_POOL:
+            counts[f"in the {pool} pool"] += 1
+            continue
         rejection = next((r for f in filters if (r := f.reject(job, node)) is not None), None)
         if rejection is not None:
             counts[rejection.message] += 1
@@ -204,7 +208,11 @@ def explain_unplaceable(
         if free.free[index] >= job.num_gpus:
             fitting += 1
         else:
-            counts[f"with fewer than {job.num_gpus} free GPUs"] += 1
+            counts[
+                "with no free GPU"
+                if job.num_gpus == 1
+                else f"with fewer than {job.num_gpus} free GPUs"
+            ] += 1
     total = len(cluster.nodes)
     parts = [f"{n} {text}" for text, n in counts.most_common()]
     if job.num_gpus > cluster.max_gpus_per_node:

@@ -246,6 +246,20 @@ class Scheduler:
     def pending(self) -> Iterable[JobState]:
         return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
 
+    def wait_code(self, job_id: str) -> str:
+        """A countable code for why a pending job is not running (cheap: no node scan)."""
+        job = self.jobs[job_id]
+        code = getattr(self.policy, "wait_code", None)
+        if code is not None:
+            special = code(job)
+            if special is not None:
+                return str(special)
+        if self.free.pool_free.get(MAIN_POOL, 0) < job.spec.num_gpus:
+            return "InsufficientGpus"
+        if self.placer.place(job.spec, self.free) is None:
+            return "Fragmented"
+        return "BehindInOrder"
+
     def why_pending(self, job_id: str, now: float) -> str:
         """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 with fewer ...``."""
         job = self.jobs[job_id]

@@ -58,22 +58,27 @@ def _target(work: Sequence[float], t: int) -> float:
 
 
 class LoadForecaster:
-    """Forecast GPU-seconds requested in the next hour."""
+    """Forecast the next hour's GPU-seconds requested (``target="work"``) or jobs submitted."""
 
     name = "load-ebm"
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, target: str = "work", seed: int = 0) -> None:
+        if target not in ("work", "jobs"):
+            raise ValueError(f"target must be 'work' or 'jobs', got {target!r}")
+        self.target = target
         self.seed = seed
         self.model: Any = None
         self.columns: list[str] = []
 
     def fit(self, count: Sequence[float], work: Sequence[float]) -> None:
+        """Fit on every bin whose next hour is inside the given history."""
         from interpret.glassbox import ExplainableBoostingRegressor
 
         if len(work) <= HORIZON_BINS + 1:
             raise ValueError("need more than an hour of history to fit the load forecaster")
+        series = work if self.target == "work" else count
         rows = [_row(count, work, t) for t in range(len(work) - HORIZON_BINS)]
-        targets = [math.log1p(_target(work, t)) for t in range(len(work) - HORIZON_BINS)]
+        targets = [math.log1p(_target(series, t)) for t in range(len(work) - HORIZON_BINS)]
         self.columns = list(rows[0])
         self.model = ExplainableBoostingRegressor(
             interactions=0, outer_bags=2, max_rounds=1000, random_state=self.seed, n_jobs=2
@@ -84,8 +89,16 @@ class LoadForecaster:
 
     def predict(self, count: Sequence[float], work: Sequence[float]) -> float:
         """Forecast for the hour after the last bin of the given history."""
-        row = _row(count, work, len(work) - 1)
-        return max(0.0, math.expm1(float(self.model.predict([[row[c] for c in self.columns]])[0])))
+        return self.predict_at(count, work, [len(work) - 1])[0]
+
+    def predict_at(
+        self, count: Sequence[float], work: Sequence[float], bins: Sequence[int]
+    ) -> list[float]:
+        """Forecasts made at the end of each bin in ``bins`` (features use bins <= it)."""
+        if not bins:
+            return []
+        rows = [[_row(count, work, t)[c] for c in self.columns] for t in bins]
+        return [max(0.0, math.expm1(float(v))) for v in self.model.predict(rows)]
 
     def explain_one(self, count: Sequence[float], work: Sequence[float]) -> list[tuple[str, float]]:
         row = _row(count, work, len(work) - 1)

@@ -9,6 +9,7 @@ fixed tick), so cost grows with the number of events, not simulated seconds.
 from __future__ import annotations
 
 import heapq
+import re
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -83,6 +84,7 @@ class JobRecord:
     restores: int = 0  # restore overheads paid (preemptions and leaving the profiler)
     profiled_s: float = 0.0
     packed: int = 0  # times this job started on GPUs it shares
+    wait_reason: str = ""  # why it did not start at once (a countable code)
 
     @property
     def jct(self) -> float:
@@ -115,6 +117,8 @@ class SimResult:
     wall_s: float
     busy_gpu_seconds: float = 0.0  # physical: GPUs held by at least one job, over time
     tuner_log: list[Any] = field(default_factory=list)  # tuner actions, when the policy has one
+    story: list[tuple[float, str]] = field(default_factory=list)  # decisions on the explained job
+    waits: dict[str, float] = field(default_factory=dict)  # its reasons for waiting -> seconds
 
 
 def simulate(
@@ -128,6 +132,7 @@ def simulate(
     annotator: Annotator | None = None,
     world: World | None = None,
     forecasts: Sequence[tuple[float, Forecast]] = (),
+    explain: str | None = None,
 ) -> SimResult:
     """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``.
 
@@ -189,6 +194,10 @@ def simulate(
     events = 0
     done = 0
     report_every = max(1, n_jobs // 200)
+    arrived: list[str] = []
+    story: list[tuple[float, str]] = []  # what happened to the explained job
+    waits: dict[str, float] = {}  # why it waited -> seconds
+    last_reason: tuple[float, str] | None = None
 
     while done < n_jobs:
         # 1. the next moment anything happens
@@ -238,6 +247,14 @@ def simulate(
                 work[job_id] += config.overhead.for_job(specs[job_id])
                 version[job_id] += 1
                 scheduler.profiled(job_id, now, report)
+                if job_id == explain:
+                    story.append(
+                        (
+                            now,
+                            f"left the profiler: sharing score {report.sharing_score},"
+                            f" {report.gpu_memory_gb or 0:.1f} GB; {report.note}",
+                        )
+                    )
                 events += 1
                 continue
             rec.end = now
@@ -271,6 +288,7 @@ def simulate(
                 spec = annotator.on_submit(spec, now)
             specs[spec.id] = spec
             scheduler.submit(spec, now)
+            arrived.append(spec.id)
             events += 1
             if progress is not None and next_job % report_every == 0:
                 progress(next_job / n_jobs)
@@ -278,7 +296,25 @@ def simulate(
             scheduler.forecast(forecasts[next_forecast][1], now)
             next_forecast += 1
 
-        for decision in scheduler.schedule(now):
+        decisions = scheduler.schedule(now)
+        for job_id in arrived:
+            job_state = scheduler.jobs.get(job_id)
+            if job_state is not None and job_state.status.value == "pending":
+                records[job_id].wait_reason = scheduler.wait_code(job_id)
+        arrived.clear()
+        if explain is not None:
+            if last_reason is not None:
+                waits[last_reason[1]] = waits.get(last_reason[1], 0.0) + now - last_reason[0]
+                last_reason = None
+            for decision in decisions:
+                if decision.job_id == explain:
+                    story.append((now, decision.explain()))
+            state = scheduler.jobs.get(explain)
+            if state is not None and state.status.value == "pending":
+                # aggregate over time without the queue position, which changes every pass
+                sentence = scheduler.why_pending(explain, now)
+                last_reason = (now, re.sub(r" \(position \d+ in [\w-]+ order\)", "", sentence))
+        for decision in decisions:
             job_id = decision.job_id
             rec = records[job_id]
             if observer is not None:
@@ -325,6 +361,8 @@ def simulate(
         wall_s=time.perf_counter() - wall_start,
         busy_gpu_seconds=busy_total,
         tuner_log=list(getattr(policy, "tuner_log", [])),
+        story=story,
+        waits=waits,
     )
 
 

@@ -15,6 +15,7 @@ import bisect
 import dataclasses
 import math
 import statistics
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from ilucid.core import JobSpec
@@ -55,10 +56,29 @@ class WalkForwardEstimates:
         self.model_of: dict[str, int] = {}  # job id -> refit number that estimated it
         self.models: list[DurationEstimator | None] = []
         self.refits = 0
+        self._recent_sorted: list[float] = []
+        self._recent_fifo: deque[float] = deque()
 
     def on_finish(self, spec: JobSpec, end: float) -> None:
         self._stream.finished(spec, end)
         self._finished.append((spec.id, spec.duration))
+        bisect.insort(self._recent_sorted, spec.duration)
+        self._recent_fifo.append(spec.duration)
+        if len(self._recent_fifo) > 2000:
+            old = self._recent_fifo.popleft()
+            del self._recent_sorted[bisect.bisect_left(self._recent_sorted, old)]
+
+    def median_longer_than(self, seconds: float) -> float | None:
+        """Median duration of recently finished jobs that ran longer than ``seconds``."""
+        values = self._recent_sorted
+        first = bisect.bisect_right(values, seconds)
+        if first >= len(values):
+            return None
+        tail = len(values) - first
+        middle = first + tail // 2
+        if tail % 2:
+            return values[middle]
+        return (values[middle - 1] + values[middle]) / 2
 
     def on_submit(self, spec: JobSpec, now: float) -> JobSpec:
         if now >= self._next_fit:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
-from ilucid.core import Cluster, JobSpec, SchedulerConfig, make_policy
-from ilucid.core.policies import NEEDS_ESTIMATES
-from ilucid.sim.engine import SimResult, simulate
+from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
+from ilucid.core.policies import NEEDS_ESTIMATES, PROFILING_POLICIES
+from ilucid.estimators.profiles import profile_dir
+from ilucid.sim.engine import SimResult, World, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.lucid_world import LucidWorld, walk_forward_forecasts
 
 __all__ = ["PolicyRun", "ProgressBar", "run_policies"]
 
@@ -23,6 +27,7 @@ class PolicyRun:
     name: str
     result: SimResult | None
     error: str | None = None
+    explanation: list[str] | None = None  # estimator and packing detail for --explain
 
 
 class ProgressBar:
@@ -58,6 +63,7 @@ class ProgressBar:
 _shared: Any = None
 # set before forking so workers inherit the trace instead of unpickling it
 _payload: tuple[Sequence[JobSpec], Cluster, SchedulerConfig, dict[str, Any]] | None = None
+_lucid_inputs: tuple[Path | None, list[tuple[float, Forecast]]] | None = None
 
 
 def _init_worker(shared: Any) -> None:
@@ -65,10 +71,43 @@ def _init_worker(shared: Any) -> None:
     _shared = shared
 
 
+def _detail(
+    job_id: str | None,
+    annotator: WalkForwardEstimates | None,
+    world: World | None,
+    jobs: Sequence[JobSpec],
+) -> list[str] | None:
+    """The estimator's contributions and the packing tree's path for one job."""
+    if job_id is None:
+        return None
+    lines: list[str] = []
+    if annotator is not None:
+        explained = annotator.explain(job_id)
+        if explained is None:
+            lines.append("estimate: no model yet when it arrived (median of finished jobs used)")
+        else:
+            intercept, parts = explained
+            total = intercept + sum(p.value for p in parts)
+            lines.append(
+                f"estimate {math.expm1(total):,.0f} s = exp(intercept {intercept:+.2f}"
+                + "".join(f" {p.value:+.2f} [{p.feature_values}]" for p in parts[:6])
+                + ") - 1"
+            )
+    if isinstance(world, LucidWorld):
+        spec = next((j for j in jobs if j.id == job_id), None)
+        if spec is not None:
+            profile = world.profile_of(spec)
+            path = world.analyzer.explain_one(profile.features())
+            lines.append(f"workload {profile.key} (seeded rule); packing tree: " + "; ".join(path))
+    return lines
+
+
 def _run_one(task: tuple[int, str]) -> PolicyRun:
     index, name = task
     assert _payload is not None
     jobs, cluster, config, options = _payload
+    options = dict(options)
+    options_explain = {"job": options.pop("explain", None)}
 
     def progress(fraction: float) -> None:
         if _shared is not None:
@@ -77,9 +116,25 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
     try:
         policy = make_policy(name, **options)
         annotator = WalkForwardEstimates(jobs) if name in NEEDS_ESTIMATES else None
-        return PolicyRun(
-            name, simulate(jobs, cluster, policy, config, progress, annotator=annotator)
+        world: World | None = None
+        forecasts: list[tuple[float, Forecast]] = []
+        if name in PROFILING_POLICIES and _lucid_inputs is not None:
+            profiles, forecasts = _lucid_inputs
+            if profiles is not None:
+                world = LucidWorld.from_directory(profiles, annotator)
+        explain = options_explain.get("job")
+        result = simulate(
+            jobs,
+            cluster,
+            policy,
+            config,
+            progress,
+            annotator=annotator,
+            world=world,
+            forecasts=forecasts,
+            explain=explain,
         )
+        return PolicyRun(name, result, explanation=_detail(explain, annotator, world, jobs))
     except (ValueError, RuntimeError) as exc:
         return PolicyRun(name, None, str(exc))
 
@@ -97,10 +152,12 @@ def run_policies(
     config = config or SchedulerConfig()
     options = options or {}
     for name in policies:
-        make_policy(name, **options)  # fail fast on an unknown name, before forking
+        make_policy(name, **{k: v for k, v in options.items() if k != "explain"})
     workers = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
-    global _payload
+    global _payload, _lucid_inputs
     _payload = (jobs, cluster, config, options)
+    if PROFILING_POLICIES & set(policies):
+        _lucid_inputs = (profile_dir(), walk_forward_forecasts(jobs))
     tasks = list(enumerate(policies))
     if workers <= 1 or len(policies) == 1:
         shared = [0.0] * len(policies)

@@ -12,6 +12,7 @@ from ilucid.core.scheduler import Policy
 __all__ = [
     "NEEDS_ESTIMATES",
     "POLICIES",
+    "PROFILING_POLICIES",
     "LucidConfig",
     "LucidPolicy",
     "OrderedPolicy",
@@ -21,6 +22,8 @@ __all__ = [
 
 #: Policies that order jobs by a duration estimate the driver must supply.
 NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid"})
+#: Policies that profile new jobs and tune themselves from a load forecast.
+PROFILING_POLICIES = frozenset({"lucid", "ilucid"})
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: OrderedPolicy("fifo", fifo_key),

@@ -236,6 +236,11 @@ class LucidPolicy:
     def next_wakeup(self, now: float) -> float | None:
         return None
 
+    def wait_code(self, job: JobState) -> str | None:
+        if job.seq in self._main_key or any(e[2] is job for e in self._starving):
+            return None
+        return "WaitingForProfiler"
+
     def queue_position(self, job: JobState, now: float) -> int | None:
         key = self._main_key.get(job.seq)
         if key is None:

@@ -1,0 +1,112 @@
+"""``ilucid model ...``: train, explain and evaluate the estimators from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from functools import partial
+from pathlib import Path
+
+from ilucid.estimators import load_estimator, make_duration_estimator, walk_forward
+from ilucid.estimators.features import walk_forward_rows
+from ilucid.estimators.forecast import LoadForecaster, load_series
+from ilucid.estimators.packing import PackingAnalyzer
+from ilucid.estimators.profiles import load_lucid_profiles, profile_dir
+from ilucid.traces import load_trace
+
+__all__ = ["add_model_commands", "run_model_command"]
+
+
+def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    model = sub.add_parser("model", help="train, explain and evaluate the estimators")
+    verbs = model.add_subparsers(dest="verb", required=True)
+
+    train = verbs.add_parser("train", help="fit an estimator and save it")
+    train.add_argument("kind", choices=["duration", "packing", "forecast"])
+    train.add_argument("--trace", help="trace to learn from (duration, forecast)")
+    train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
+    train.add_argument("--profiles", type=Path, help="profile folder (default: ILUCID_PROFILE_DIR)")
+    train.add_argument("--out", type=Path, required=True, help="model file to write")
+
+    explain = verbs.add_parser("explain", help="print a saved model's shape functions or rules")
+    explain.add_argument("model", type=Path)
+    explain.add_argument("--top", type=int, default=6, help="terms to show")
+
+    evaluate = verbs.add_parser(
+        "evaluate", help="walk-forward duration error on the last 25%% of a trace"
+    )
+    evaluate.add_argument("--trace", required=True)
+    evaluate.add_argument("--estimators", default="user-median,ebm,lightgbm")
+
+
+def _train(args: argparse.Namespace) -> int:
+    if args.kind == "packing":
+        directory = args.profiles or profile_dir()
+        if directory is None:
+            raise ValueError("set ILUCID_PROFILE_DIR or pass --profiles (a folder with lucid/)")
+        profiles, _ = load_lucid_profiles(directory)
+        analyzer = PackingAnalyzer()
+        analyzer.fit(profiles, f"{directory}/lucid/single_data.csv (non-commercial licence)")
+        analyzer.save(args.out)
+        print(f"trained on {len(profiles)} profiles from {analyzer.trained_on}")
+        print(analyzer.rules())
+        print(f"wrote {args.out}")
+        return 0
+    if not args.trace:
+        raise ValueError(f"model train {args.kind} needs --trace")
+    trace = load_trace(args.trace)
+    if args.kind == "duration":
+        rows = list(walk_forward_rows(trace.jobs))
+        estimator = make_duration_estimator(args.estimator)
+        estimator.fit(rows, [j.duration for j in trace.jobs])
+        estimator.save(args.out)
+        print(f"trained {estimator.name} on {len(rows):,} jobs of {trace.name}")
+    else:
+        count, work = load_series(trace.jobs)
+        forecaster = LoadForecaster("work")
+        forecaster.fit(count, work)
+        forecaster.save(args.out)
+        print(f"trained the load forecaster on {len(work):,} ten-minute bins of {trace.name}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    model = load_estimator(args.model)
+    if isinstance(model, PackingAnalyzer):
+        print(f"packing analyzer trained on {model.trained_on}")
+        print(model.rules())
+        return 0
+    if isinstance(model, LoadForecaster):
+        print("load forecaster (EBM) terms:", ", ".join(model.columns))
+        return 0
+    print(f"{model.name} duration estimator; terms by importance (scores in log(1 + seconds)):")
+    for shape in model.explain_global()[: args.top]:
+        print(f"  {shape.term}  (importance {shape.importance:.3f})")
+        pairs = list(zip(shape.bins, shape.scores, strict=False))
+        step = max(1, math.ceil(len(pairs) / 10))  # at most ~10 rows per term
+        for label, score in pairs[::step]:
+            print(f"      {label:>24}  {score:+.3f}  (x{math.exp(score):.2f} duration)")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace)
+    print(f"walk-forward on {trace.name}: weekly refits, last 25% of {len(trace.jobs):,} jobs")
+    print(f"{'estimator':12} {'jobs':>7} {'refits':>6} {'MAE s':>10} {'MdAPE':>7} {'fit s':>7}")
+    for kind in [k for k in args.estimators.split(",") if k]:
+        score, _ = walk_forward(trace.jobs, partial(make_duration_estimator, kind))
+        print(
+            f"{score.estimator:12} {score.predicted_jobs:>7,} {score.retrains:>6}"
+            f" {score.mae_s:>10,.0f} {score.mdape:>7.1%} {score.fit_s:>7.1f}",
+            flush=True,
+        )
+    return 0
+
+
+def run_model_command(args: argparse.Namespace) -> int:
+    if args.verb == "train":
+        return _train(args)
+    if args.verb == "explain":
+        return _explain(args)
+    return _evaluate(args)
