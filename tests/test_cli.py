@@ -178,3 +178,70 @@ def test_demo_without_traces_runs_a_labelled_synthetic_trace(tmp_path: Path) -> 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary) == {"fifo", "sjf", "fifo-backfill", "srtf", "tiresias"}
     assert all(v["jobs"] == 400 for v in summary.values())
+
+
+def users_trace(path: Path, count: int = 300) -> Path:
+    rows = []
+    for i in range(count):
+        user = f"u{i % 3}"
+        duration = 600 * (1 + i % 3) ** 2 + (i * 37) % 300
+        rows.append(f"j{i},{i * 400},{1 + (i % 2)},{duration},training,t,{user}")
+    path.write_text("id,submit_time,num_gpus,duration,job_class,tenant,user\n" + "\n".join(rows))
+    return path
+
+
+def test_model_train_explain_and_evaluate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = users_trace(tmp_path / "u.csv")
+    model = tmp_path / "duration.pkl"
+    assert main(["model", "train", "duration", "--trace", str(trace), "--out", str(model)]) == 0
+    assert model.exists()
+    assert main(["model", "explain", str(model), "--top", "2"]) == 0
+    shown = capsys.readouterr().out
+    assert "ebm duration estimator" in shown and "importance" in shown
+    assert (
+        main(["model", "evaluate", "--trace", str(trace), "--estimators", "user-median,ebm"]) == 0
+    )
+    table = capsys.readouterr().out
+    assert "user-median" in table and "ebm" in table and "MdAPE" in table
+
+
+def test_simulate_explain_prints_the_jobs_story(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = users_trace(tmp_path / "u.csv", 120)
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--policy",
+            "qssf,fifo",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            "--out",
+            str(tmp_path / "o"),
+            "--processes",
+            "1",
+            "--explain",
+            "j60",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "j60 under qssf" in out and "j60 under fifo" in out
+    assert "start j60" in out
+    assert "estimate" in out  # qssf explains its estimate; fifo has none
+    jobs = (tmp_path / "o" / "jobs-fifo.csv").read_text().splitlines()
+    assert jobs[0].endswith("wait_reason,profiled_s,packed")
+
+
+def test_explain_unknown_job_is_an_error(tmp_path: Path) -> None:
+    trace = users_trace(tmp_path / "u.csv", 10)
+    result = run_cli(
+        "simulate", "--trace", str(trace), "--out", str(tmp_path / "o"), "--explain", "nope"
+    )
+    assert result.returncode == 2 and "no job 'nope'" in result.stderr

@@ -21,6 +21,7 @@ from ilucid.core import (
     POLICIES,
     Cluster,
     JobSpec,
+    Node,
     Policy,
     ProfileReport,
     RestoreOverhead,
@@ -470,3 +471,20 @@ HAND_TESTED = {
 
 def test_every_registered_policy_has_hand_computed_cases() -> None:
     assert set(POLICIES) == HAND_TESTED
+
+
+class HeavyMemory(HalfSpeedPairs):
+    def measure(self, spec: JobSpec, ran_s: float, now: float) -> ProfileReport:
+        return ProfileReport(sharing_score=0, gpu_memory_gb=20.0, estimate=None)
+
+
+def test_lucid_does_not_pack_when_memory_would_overflow() -> None:
+    # As the packing case, but each job uses 20 GB of a 32 GB GPU: 40 GB do not fit,
+    # so p2 waits for node0: p1 runs 10-140 (90 s + 40 s restore), p2 140-270.
+    jobs = [JobSpec("p1", 0, 1, 100, estimate=100), JobSpec("p2", 0, 1, 100, estimate=200)]
+    config = LucidConfig(profile_limit_s=10, profiler_nodes=1, profiler_max_share=0.5)
+    cluster = Cluster(tuple(Node(f"n{i}", 1, "V100", 32.0) for i in range(2)))
+    result = simulate(jobs, cluster, LucidPolicy(config), world=HeavyMemory())
+    records = {r.id: r for r in result.records}
+    assert_outcome(records, {"p1": (140, 0, 0), "p2": (270, 10, 0)})
+    assert records["p2"].packed == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -194,3 +195,43 @@ def test_the_ordering_is_not_a_theorem_on_several_gpus() -> None:
     cluster = Cluster.homogeneous(1, 2)
     assert mean_jct("sjf", jobs, cluster) == 63.5
     assert mean_jct("fifo", jobs, cluster) == 62.75
+
+
+class MemoryWorld(World):
+    """Profiles report 6..30 GB per job; the test checks every packed pair fits."""
+
+    def __init__(self) -> None:
+        self.memory: dict[str, float] = {}
+
+    def measure(self, spec: JobSpec, ran_s: float, now: float) -> ProfileReport:
+        gigabytes = 6.0 + (sum(map(ord, spec.id)) * 7) % 25
+        self.memory[spec.id] = gigabytes
+        return ProfileReport(sharing_score=0, gpu_memory_gb=gigabytes, estimate=None)
+
+
+@pytest.mark.parametrize("policy", ["lucid", "ilucid"])
+@SETTINGS
+@given(scenario=scenarios())
+def test_packing_never_exceeds_gpu_memory(
+    policy: str, scenario: tuple[list[JobSpec], Cluster]
+) -> None:
+    jobs, plain = scenario
+    # 32 GB GPUs: two jobs fit only when their measured memory adds up to <= 32 GB
+    cluster = Cluster(tuple(dataclasses.replace(n, gpu_memory_gb=32.0) for n in plain.nodes))
+    world = MemoryWorld()
+    holders: dict[Placement, list[str]] = {}
+
+    def check(now: float, event: str, job_id: str, placement: Placement | None) -> None:
+        assert placement is not None
+        if event in ("start", "pack"):
+            holders.setdefault(placement, []).append(job_id)
+            together = holders[placement]
+            if event == "pack":
+                assert len(together) == 2
+                assert sum(world.memory[j] for j in together) <= 32.0
+        else:
+            holders[placement].remove(job_id)
+            if not holders[placement]:
+                del holders[placement]
+
+    simulate(jobs, cluster, make_policy(policy), observer=check, world=world)
