@@ -488,3 +488,29 @@ def test_lucid_does_not_pack_when_memory_would_overflow() -> None:
     records = {r.id: r for r in result.records}
     assert_outcome(records, {"p1": (140, 0, 0), "p2": (270, 10, 0)})
     assert records["p2"].packed == 0
+
+
+def test_ilucid_estimates_grow_with_attained_service_and_preemption_pays_the_restore() -> None:
+    # 1 GPU; restore overhead 40 s. ilucid ranks by estimated remaining time; a running
+    # job looks 40 s shorter (its restore cost), and an outlived estimate is replaced
+    # by the median run time of finished jobs that ran longer (or twice its run time).
+    #   t=0   a (true 300 s, estimated 100) starts.
+    #   t=10  b (true 50, est 30): 30 < a's 90-40=50 -> a preempted (290+40 left).
+    #   t=60  b done (run time 50 learned); a restarts with est. 90 left.
+    #   t=100 c (true 20, est 20): a looks 50-40=10 s from done -> c waits (restore-aware).
+    #   t=150 a outlived its estimate (ran 100): nothing longer finished -> 200 s;
+    #         now 100-40=60 left > c's 20 -> a preempted again (240+40 left).
+    #   t=150 c runs to 170; then a runs 170-450.
+    jobs = [
+        JobSpec("a", 0, 1, 300, estimate=100),
+        JobSpec("b", 10, 1, 50, estimate=30),
+        JobSpec("c", 100, 1, 20, estimate=20),
+    ]
+    records = run(jobs, Cluster.homogeneous(1, 1), "ilucid")
+    expected = {"a": (450, 0, 2), "b": (50, 10, 0), "c": (70, 150, 0)}
+    for job_id, (jct, start, preemptions) in expected.items():
+        record = records[job_id]
+        # the re-estimate time is computed in floating point (150.00000000000003)
+        assert record.end - record.submit == pytest.approx(jct)
+        assert record.first_start == pytest.approx(start)
+        assert record.preemptions == preemptions

@@ -90,9 +90,14 @@ class JobRecord:
     def jct(self) -> float:
         return self.end - self.submit
 
+    main_start: float = -1.0  # first start outside the profiling pool
+
     @property
     def queueing_delay(self) -> float:
-        return self.first_start - self.submit
+        """First start minus submission; for a profiled job, its first start after
+        profiling (profiling counts as waiting for the cluster, as in Lucid)."""
+        start = self.main_start if self.main_start >= 0 else self.first_start
+        return start - self.submit
 
 
 @dataclass(slots=True)
@@ -327,6 +332,8 @@ def simulate(
                     rec.nodes = "+".join(
                         f"{nodes[i].name}:{c}" for i, c in decision.placement.parts
                     )
+                if decision.limit_s is None and rec.main_start < 0 and rec.profiled_s > 0:
+                    rec.main_start = now
                 since[job_id] = now
                 rate[job_id] = 1.0
                 if decision.limit_s is not None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, qssf_key, sjf_key
-from ilucid.core.policies.preemptive import ReplanningPolicy, srtf, tiresias
+from ilucid.core.policies.preemptive import ReplanningPolicy, estimate_srtf, srtf, tiresias
 from ilucid.core.scheduler import Policy
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
 #: Policies that order jobs by a duration estimate the driver must supply.
 NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid"})
 #: Policies that profile new jobs and tune themselves from a load forecast.
-PROFILING_POLICIES = frozenset({"lucid", "ilucid"})
+PROFILING_POLICIES = frozenset({"lucid"})
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: OrderedPolicy("fifo", fifo_key),
@@ -32,7 +32,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "sjf-backfill": lambda: OrderedPolicy("sjf-backfill", sjf_key, backfill=True),
     "qssf": lambda: OrderedPolicy("qssf", qssf_key),
     "lucid": lambda: LucidPolicy(LucidConfig(), "lucid"),
-    "ilucid": lambda: LucidPolicy(LucidConfig(starve_after_s=2 * 86400.0), "ilucid"),
+    "ilucid": estimate_srtf,
     "srtf": srtf,
     "tiresias": tiresias,
 }

@@ -19,23 +19,34 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from ilucid.core.jobs import JobState, JobStatus
+from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
+from ilucid.core.policies.ordered import DEFAULT_ESTIMATE_S
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
 
-__all__ = ["ReplanOrder", "ReplanningPolicy", "SrtfOrder", "TiresiasOrder", "srtf", "tiresias"]
+__all__ = [
+    "EstimateOrder",
+    "ReplanOrder",
+    "ReplanningPolicy",
+    "SrtfOrder",
+    "TiresiasOrder",
+    "estimate_srtf",
+    "srtf",
+    "tiresias",
+]
 
 
 class ReplanOrder(Protocol):
-    """How a re-planning policy ranks jobs. Entries end with ``(seq, gpus)``."""
+    """How a re-planning policy ranks jobs. Entries end with ``(seq, gpus)``.
 
-    @property
-    def thresholds(self) -> tuple[float, ...]:
-        """Attained-service levels whose crossing re-ranks a running job (none for SRTF)."""
-        ...
+    A running job's entry must not change while it runs, except at the times
+    ``next_rekey`` announces (Tiresias: crossing a queue threshold); then the
+    policy calls ``refresh`` and recomputes the entry.
+    """
 
     def pending_entry(self, job: JobState) -> Entry: ...
 
@@ -45,6 +56,18 @@ class ReplanOrder(Protocol):
         """Running entries below this bound come before the pending job in the order."""
         ...
 
+    def next_rekey(self, job: JobState, now: float) -> float | None:
+        """When a running job's entry changes next (None: never while it runs)."""
+        ...
+
+    def refresh(self, job: JobState, now: float) -> None:
+        """Update what the order knows about a running job at a re-key time."""
+        ...
+
+    def observe_finished(self, job: JobState) -> None:
+        """Learn from a job that ended (its run time)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SrtfOrder:
@@ -52,10 +75,17 @@ class SrtfOrder:
     which stays fixed while it runs; it precedes a pending job when it will end
     sooner than that job's remaining time from now (ties go to the pending job)."""
 
-    thresholds: tuple[float, ...] = ()
-
     def pending_entry(self, job: JobState) -> Entry:
         return (job.remaining, job.seq, job.spec.num_gpus)
+
+    def next_rekey(self, job: JobState, now: float) -> float | None:
+        return None
+
+    def refresh(self, job: JobState, now: float) -> None:
+        pass
+
+    def observe_finished(self, job: JobState) -> None:
+        pass
 
     def running_entry(self, job: JobState, now: float) -> Entry:
         return (job.since + job.remaining, job.seq, job.spec.num_gpus)
@@ -82,6 +112,93 @@ class TiresiasOrder:
 
     def bound(self, pending: Entry, now: float) -> Entry:
         return pending
+
+    def next_rekey(self, job: JobState, now: float) -> float | None:
+        gpus = job.spec.num_gpus
+        if gpus == 0:
+            return None
+        attained = job.attained_at(now)
+        for threshold in self.thresholds:
+            if attained <= threshold:
+                return job.since + (threshold - job.attained) / gpus
+        return None
+
+    def refresh(self, job: JobState, now: float) -> None:
+        pass
+
+    def observe_finished(self, job: JobState) -> None:
+        pass
+
+
+class EstimateOrder:
+    """Shortest *estimated* remaining time first, the estimate growing with attained service.
+
+    A job's estimate starts as the driver's submission-time estimate. When a
+    running job outlives it, the estimate becomes the median run time of
+    finished jobs that ran longer than it has (or twice its run time when none
+    did): the longer a job has run, the longer it is expected to run, without
+    an oracle. With ``restore_aware`` a running job looks shorter by its
+    restore overhead, so it is only preempted when the newcomer's advantage
+    pays for the restore.
+    """
+
+    def __init__(
+        self,
+        overhead: RestoreOverhead | None = None,
+        restore_aware: bool = True,
+        memory: int = 5000,
+    ) -> None:
+        self.overhead = overhead or RestoreOverhead()
+        self.restore_aware = restore_aware
+        self.memory = memory
+        self._estimate: dict[int, float] = {}
+        self._run_times: list[float] = []
+        self._order: deque[float] = deque()
+
+    def estimate(self, job: JobState) -> float:
+        known = self._estimate.get(job.seq)
+        if known is not None:
+            return known
+        return job.spec.estimate if job.spec.estimate is not None else DEFAULT_ESTIMATE_S
+
+    @staticmethod
+    def _ran(job: JobState) -> float:
+        return job.attained / max(1, job.spec.num_gpus)
+
+    def pending_entry(self, job: JobState) -> Entry:
+        left = max(0.0, self.estimate(job) - self._ran(job))
+        return (left, job.seq, job.spec.num_gpus)
+
+    def running_entry(self, job: JobState, now: float) -> Entry:
+        left = max(0.0, self.estimate(job) - self._ran(job))
+        shift = self.overhead.for_job(job.spec) if self.restore_aware else 0.0
+        return (job.since + left - shift, job.seq, job.spec.num_gpus)
+
+    def bound(self, pending: Entry, now: float) -> Entry:
+        return (now + pending[0], -1.0)
+
+    def next_rekey(self, job: JobState, now: float) -> float | None:
+        left = self.estimate(job) - self._ran(job)
+        return job.since + max(0.0, left)
+
+    def refresh(self, job: JobState, now: float) -> None:
+        ran = job.attained_at(now) / max(1, job.spec.num_gpus)
+        if ran < self.estimate(job):
+            return
+        values = self._run_times
+        first = bisect.bisect_right(values, ran)
+        longer = values[first:]
+        guess = longer[len(longer) // 2] if longer else 2.0 * ran
+        self._estimate[job.seq] = max(guess, ran + 1.0)
+
+    def observe_finished(self, job: JobState) -> None:
+        self._estimate.pop(job.seq, None)
+        ran = self._ran(job)
+        bisect.insort(self._run_times, ran)
+        self._order.append(ran)
+        if len(self._order) > self.memory:
+            old = self._order.popleft()
+            del self._run_times[bisect.bisect_left(self._run_times, old)]
 
 
 class ReplanningPolicy:
@@ -125,18 +242,13 @@ class ReplanningPolicy:
         self._plan_crossing(job, now)
 
     def _plan_crossing(self, job: JobState, now: float) -> None:
-        gpus = job.spec.num_gpus
-        if not self.order.thresholds or gpus == 0:
-            return
-        attained = job.attained_at(now)
-        for threshold in self.order.thresholds:
-            if attained <= threshold:
-                crossing = job.since + (threshold - job.attained) / gpus
-                heapq.heappush(self._crossings, (crossing, job.seq, job.since))
-                return
+        crossing = self.order.next_rekey(job, now)
+        if crossing is not None:
+            heapq.heappush(self._crossings, (crossing, job.seq, job.since))
 
     def _demote_crossed(self, now: float) -> bool:
-        """Re-key running jobs whose attained service crossed a threshold by ``now``."""
+        """Re-key running jobs whose key changes by ``now`` (a threshold crossed, an
+        estimate outlived)."""
         demoted = False
         crossings = self._crossings
         not_yet: list[tuple[float, int, float]] = []
@@ -145,6 +257,7 @@ class ReplanningPolicy:
             job = self._jobs.get(item[1])
             if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
                 continue  # stale: finished or preempted since
+            self.order.refresh(job, now)
             fresh = self.order.running_entry(job, now)
             if fresh == self._entry[job.seq]:
                 not_yet.append(item)  # rounding: crosses strictly after this instant
@@ -175,6 +288,7 @@ class ReplanningPolicy:
     def on_finished(self, job: JobState, now: float) -> None:
         self._running.remove(self._entry.pop(job.seq))
         del self._jobs[job.seq]
+        self.order.observe_finished(job)
         self._dirty = True
 
     # -- timing --------------------------------------------------------------------
@@ -239,7 +353,7 @@ class ReplanningPolicy:
         now = step.now
         if self.interval > 0 and now != self._boundary(now):
             return
-        if self.order.thresholds and self._demote_crossed(now):
+        if self._crossings and self._demote_crossed(now):
             self._dirty = True
         if not self._dirty:
             return
@@ -280,6 +394,11 @@ class ReplanningPolicy:
             )
         for entry in chosen:
             step.try_start(jobs[int(entry[-2])], f"{self.name}: within the GPU quota in its order")
+
+
+def estimate_srtf(name: str = "ilucid", restore_aware: bool = True) -> ReplanningPolicy:
+    """Preemptive shortest estimated remaining time, estimates refined by attained service."""
+    return ReplanningPolicy(name, EstimateOrder(restore_aware=restore_aware))
 
 
 def srtf() -> ReplanningPolicy:
