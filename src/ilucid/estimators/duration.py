@@ -153,6 +153,8 @@ class EbmDuration(_Saved):
             # history features are missing for a user's first jobs; EBM gives
             # missing values their own score (term_scores_[i][0]), which is fine
             warnings.filterwarnings("ignore", message="Missing values detected")
+            # inside the simulator's worker processes joblib falls back to one job
+            warnings.filterwarnings("ignore", message="Loky-backed parallel loops")
             self.model.fit(_frame(rows, self.columns), [math.log1p(d) for d in durations])
 
     def predict(self, rows: Sequence[FeatureRow]) -> list[float]:

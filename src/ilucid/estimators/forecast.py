@@ -85,6 +85,8 @@ class LoadForecaster:
         )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Missing values detected")
+            # inside the simulator's worker processes joblib falls back to one job
+            warnings.filterwarnings("ignore", message="Loky-backed parallel loops")
             self.model.fit([[r[c] for c in self.columns] for r in rows], targets)
 
     def predict(self, count: Sequence[float], work: Sequence[float]) -> float:
