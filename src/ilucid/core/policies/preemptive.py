@@ -147,10 +147,12 @@ class EstimateOrder:
         overhead: RestoreOverhead | None = None,
         restore_aware: bool = True,
         memory: int = 5000,
+        min_run_s: float = 0.0,
     ) -> None:
         self.overhead = overhead or RestoreOverhead()
         self.restore_aware = restore_aware
         self.memory = memory
+        self.min_run_s = min_run_s
         self._estimate: dict[int, float] = {}
         self._run_times: list[float] = []
         self._order: deque[float] = deque()
@@ -170,6 +172,8 @@ class EstimateOrder:
         return (left, job.seq, job.spec.num_gpus)
 
     def running_entry(self, job: JobState, now: float) -> Entry:
+        if now < job.since + self.min_run_s:  # protected: not preempted this early
+            return (-math.inf, job.seq, job.spec.num_gpus)
         left = max(0.0, self.estimate(job) - self._ran(job))
         shift = self.overhead.for_job(job.spec) if self.restore_aware else 0.0
         return (job.since + left - shift, job.seq, job.spec.num_gpus)
@@ -178,6 +182,8 @@ class EstimateOrder:
         return (now + pending[0], -1.0)
 
     def next_rekey(self, job: JobState, now: float) -> float | None:
+        if now < job.since + self.min_run_s:
+            return job.since + self.min_run_s
         left = self.estimate(job) - self._ran(job)
         return job.since + max(0.0, left)
 
@@ -396,9 +402,11 @@ class ReplanningPolicy:
             step.try_start(jobs[int(entry[-2])], f"{self.name}: within the GPU quota in its order")
 
 
-def estimate_srtf(name: str = "ilucid", restore_aware: bool = True) -> ReplanningPolicy:
+def estimate_srtf(
+    name: str = "ilucid", restore_aware: bool = True, min_run_s: float = 0.0
+) -> ReplanningPolicy:
     """Preemptive shortest estimated remaining time, estimates refined by attained service."""
-    return ReplanningPolicy(name, EstimateOrder(restore_aware=restore_aware))
+    return ReplanningPolicy(name, EstimateOrder(restore_aware=restore_aware, min_run_s=min_run_s))
 
 
 def srtf() -> ReplanningPolicy:
