@@ -29,7 +29,7 @@ from ilucid.core import (
     make_policy,
 )
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
-from ilucid.core.policies.preemptive import tiresias
+from ilucid.core.policies.preemptive import estimate_srtf, tiresias
 from ilucid.sim import JobRecord, World, simulate
 
 #: (JCT, first start, preemptions) per job id.
@@ -506,7 +506,7 @@ def test_ilucid_estimates_grow_with_attained_service_and_preemption_pays_the_res
         JobSpec("b", 10, 1, 50, estimate=30),
         JobSpec("c", 100, 1, 20, estimate=20),
     ]
-    records = run(jobs, Cluster.homogeneous(1, 1), "ilucid")
+    records = run(jobs, Cluster.homogeneous(1, 1), estimate_srtf(aging=0.0))
     expected = {"a": (450, 0, 2), "b": (50, 10, 0), "c": (70, 150, 0)}
     for job_id, (jct, start, preemptions) in expected.items():
         record = records[job_id]
@@ -514,3 +514,20 @@ def test_ilucid_estimates_grow_with_attained_service_and_preemption_pays_the_res
         assert record.end - record.submit == pytest.approx(jct)
         assert record.first_start == pytest.approx(start)
         assert record.preemptions == preemptions
+
+
+def test_ilucid_aging_lets_a_long_waiting_job_overtake() -> None:
+    # 1 GPU, no restore discount. x runs 0-100; L (est 500) waits from t=1, s (est 480)
+    # from t=90. At t=100 plain estimate-SRTF picks s (480 < 500); with aging 0.5 the
+    # keys are 500 - 0.5*99 = 450.5 for L and 480 - 0.5*10 = 475 for s: L goes first.
+    jobs = [
+        JobSpec("x", 0, 1, 100, estimate=100),
+        JobSpec("L", 1, 1, 500, estimate=500),
+        JobSpec("s", 90, 1, 480, estimate=480),
+    ]
+    cluster = Cluster.homogeneous(1, 1)
+    plain = run(jobs, cluster, estimate_srtf(restore_aware=False))
+    assert (plain["s"].first_start, plain["L"].first_start) == (100, 580)
+    aged = run(jobs, cluster, estimate_srtf(aging=0.5, restore_aware=False))
+    assert (aged["L"].first_start, aged["s"].first_start) == (100, 600)
+    assert aged["L"].preemptions == aged["s"].preemptions == 0

@@ -148,11 +148,15 @@ class EstimateOrder:
         restore_aware: bool = True,
         memory: int = 5000,
         min_run_s: float = 0.0,
+        aging: float = 0.0,
     ) -> None:
+        if not 0.0 <= aging < 1.0:
+            raise ValueError(f"aging must be in [0, 1), got {aging}")
         self.overhead = overhead or RestoreOverhead()
         self.restore_aware = restore_aware
         self.memory = memory
         self.min_run_s = min_run_s
+        self.aging = aging
         self._estimate: dict[int, float] = {}
         self._run_times: list[float] = []
         self._order: deque[float] = deque()
@@ -168,8 +172,10 @@ class EstimateOrder:
         return job.attained / max(1, job.spec.num_gpus)
 
     def pending_entry(self, job: JobState) -> Entry:
+        # aging: a waiting job's key drops by ``aging`` seconds per second waited; storing
+        # ``left + aging * waiting_since`` keeps the pending order static
         left = max(0.0, self.estimate(job) - self._ran(job))
-        return (left, job.seq, job.spec.num_gpus)
+        return (left + self.aging * job.since, job.seq, job.spec.num_gpus)
 
     def running_entry(self, job: JobState, now: float) -> Entry:
         if now < job.since + self.min_run_s:  # protected: not preempted this early
@@ -179,7 +185,8 @@ class EstimateOrder:
         return (job.since + left - shift, job.seq, job.spec.num_gpus)
 
     def bound(self, pending: Entry, now: float) -> Entry:
-        return (now + pending[0], -1.0)
+        # the pending job's aged remaining time is pending[0] - aging * now
+        return (pending[0] + (1.0 - self.aging) * now, -1.0)
 
     def next_rekey(self, job: JobState, now: float) -> float | None:
         if now < job.since + self.min_run_s:
@@ -403,10 +410,14 @@ class ReplanningPolicy:
 
 
 def estimate_srtf(
-    name: str = "ilucid", restore_aware: bool = True, min_run_s: float = 0.0
+    name: str = "ilucid",
+    restore_aware: bool = True,
+    min_run_s: float = 0.0,
+    aging: float = 0.0,
 ) -> ReplanningPolicy:
     """Preemptive shortest estimated remaining time, estimates refined by attained service."""
-    return ReplanningPolicy(name, EstimateOrder(restore_aware=restore_aware, min_run_s=min_run_s))
+    order = EstimateOrder(restore_aware=restore_aware, min_run_s=min_run_s, aging=aging)
+    return ReplanningPolicy(name, order)
 
 
 def srtf() -> ReplanningPolicy:
