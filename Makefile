@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: demo test check lint typecheck imports bench clean
+.PHONY: demo test check lint typecheck imports bench bench-policies clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ imports: $(STAMP)
 ## bench: simulator wall time and peak memory on Philly and ITP cluster04
 bench: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/simulator.py
+
+## bench-policies: issue #3's table: fifo/qssf/tiresias/srtf/lucid/ilucid on Philly and ITP
+bench-policies: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/policies.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -90,7 +90,6 @@ class LucidPolicy:
         self.profiler_target = self.config.profiler_nodes
         self.tuner_log: list[TunerAction] = []
         self._pool_ready = False
-        self._last_forecast: Forecast | None = None
         self._pending_forecast: tuple[Forecast, float] | None = None
 
     # -- helpers -----------------------------------------------------------------
@@ -161,7 +160,6 @@ class LucidPolicy:
 
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         """The tuner: switch packing and size the profiler from the next hour's demand."""
-        self._last_forecast = forecast
         self._pending_forecast = (forecast, now)
 
     def _tune(self, step: SchedulingPass) -> None:
