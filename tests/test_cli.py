@@ -176,7 +176,7 @@ def test_demo_without_traces_runs_a_labelled_synthetic_trace(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert "SYNTHETIC" in result.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary) == {"fifo", "sjf", "fifo-backfill", "srtf", "tiresias"}
+    assert set(summary) == {"fifo", "sjf", "tiresias", "srtf", "qssf", "lucid", "ilucid"}
     assert all(v["jobs"] == 400 for v in summary.values())
 
 

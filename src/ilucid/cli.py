@@ -160,7 +160,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(sim)
     _add_policy_options(sim)
 
-    demo = sub.add_parser("demo", help="compare the baselines on Philly (or a synthetic trace)")
+    demo = sub.add_parser("demo", help="compare the policies on Philly (or a synthetic trace)")
     demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory")
     demo.add_argument(
         "--limit",
@@ -356,7 +356,7 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
 def _demo(args: argparse.Namespace) -> int:
     directory = trace_dir()
     philly = directory / KNOWN_TRACES["philly"] if directory else None
-    policies = ["fifo", "sjf", "fifo-backfill", "srtf", "tiresias"]
+    policies = ["fifo", "sjf", "tiresias", "srtf", "qssf", "lucid", "ilucid"]
     sim_args = argparse.Namespace(
         nodes=None,
         gpus_per_node=8,
