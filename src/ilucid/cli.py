@@ -15,6 +15,7 @@ from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import PROFILING_POLICIES
+from ilucid.estimators.profiles import profile_dir
 from ilucid.model_cli import add_model_commands, run_model_command
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
@@ -303,6 +304,14 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
             f"skipped {len(refused):,} jobs that this cluster can never hold"
             f" (e.g. {example_id}: {example.message})"
         )
+    if PROFILING_POLICIES & set(policies):
+        if profile_dir() is None:
+            notes.append("lucid: no workload profiles (ILUCID_PROFILE_DIR): it never packs")
+        else:
+            notes.append(
+                "lucid: each job gets a measured workload profile from Lucid's table by a"
+                " seeded rule (sha256(seed:job id) mod N); Philly and ITP record none"
+            )
     for note in notes:
         print(note)
     config = SchedulerConfig(RestoreOverhead(args.overhead_small, args.overhead_large))
@@ -311,11 +320,6 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
         options["explain"] = args.explain
         if all(j.id != args.explain for j in jobs):
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
-    if PROFILING_POLICIES & set(policies):
-        notes.append(
-            "lucid/ilucid: each job gets a measured workload profile from Lucid's table by a"
-            " seeded rule (sha256(seed:job id) mod N); Philly and ITP record none"
-        )
     if args.tiresias_interval is not None or args.tiresias_threshold is not None:
         options.update(
             tiresias_interval=args.tiresias_interval,
