@@ -348,6 +348,7 @@ def simulate(
                 plan(job_id, now)
             elif decision.action is Action.PREEMPT:
                 settle(job_id, now)
+                cut_at.pop(job_id, None)
                 rec.preemptions += 1
                 rec.restores += 1
                 work[job_id] += config.overhead.for_job(specs[job_id])

@@ -25,8 +25,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
+from ilucid.core.placement import allowed_types
 from ilucid.core.policies.ordered import DEFAULT_ESTIMATE_S
 from ilucid.core.scheduler import SchedulingPass
 
@@ -83,6 +85,7 @@ class LucidPolicy:
         self._main: list[tuple[float, int, JobState]] = []
         self._main_key: dict[int, float] = {}
         self._main_sizes: Counter[int] = Counter()
+        self._types_cache: dict[tuple[str | None, float | None], tuple[str, ...] | None] = {}
         self._starving: list[tuple[float, int, JobState]] = []
         self._state = _State()
         self._packable: dict[int, dict[int, JobState]] = {}  # GPUs -> seq -> running job
@@ -211,7 +214,10 @@ class LucidPolicy:
         """
         free = step.free
         cap = int(len(free.capacity) * self.config.profiler_max_share)
-        target = min(self.profiler_target, cap)
+        # only nodes of the commonest GPU type profile, and main keeps at least one of them
+        common = self._common_type(free)
+        of_common = sum(1 for n in free.cluster.nodes if n.gpu_type == common)
+        target = min(self.profiler_target, cap, of_common - 1)
         # the main pool must still hold the largest job waiting for it
         largest = max(
             [g for g, n in self._main_sizes.items() if n > 0]
@@ -223,13 +229,18 @@ class LucidPolicy:
         target = max(0, min(target, room))
         current = free.pool_nodes(PROFILER_POOL)
         if len(current) < target:
-            idle = [i for i in free.wholly_free() if free.pool_of[i] != PROFILER_POOL]
+            idle = [i for i in free.wholly_free((common,)) if free.pool_of[i] != PROFILER_POOL]
             for index in reversed(idle[-(target - len(current)) :]):
                 free.set_pool(index, PROFILER_POOL)
         elif len(current) > target:
             idle = [i for i in current if free.free[i] == free.capacity[i]]
             for index in idle[: len(current) - target]:
                 free.set_pool(index, "main")
+
+    @staticmethod
+    def _common_type(free: FreeGpus) -> str:
+        counts = Counter(n.gpu_type for n in free.cluster.nodes)
+        return max(sorted(counts), key=lambda t: counts[t])
 
     def next_wakeup(self, now: float) -> float | None:
         return None
@@ -261,29 +272,44 @@ class LucidPolicy:
             return
         self._schedule_main(step)
 
+    def _profilable(self, job: JobState, free: FreeGpus, pool: list[int]) -> bool:
+        """Whether some profiler node could ever hold the job (size, GPU type, memory)."""
+        constraint = (job.spec.gpu_type, job.spec.gpu_memory_gb)
+        if constraint not in self._types_cache:
+            self._types_cache[constraint] = allowed_types(job.spec, free.cluster)
+        types = self._types_cache[constraint]
+        return any(
+            free.capacity[i] >= job.spec.num_gpus
+            and (types is None or free.cluster.nodes[i].gpu_type in types)
+            for i in pool
+        )
+
     def _schedule_profiler(self, step: SchedulingPass) -> None:
-        """Smallest first; stop at the first job the pool cannot take now."""
+        """Smallest first; stop at the first job the pool cannot take now.
+
+        A job no profiler node could ever hold (too big, wrong GPU type or
+        memory) skips profiling and goes straight to the main queue.
+        """
         queue = self._profile_queue
         if not queue:
             return
         free = step.free
-        pool_gpus = max((free.capacity[i] for i in free.pool_nodes(PROFILER_POOL)), default=0)
+        pool = free.pool_nodes(PROFILER_POOL)
         limit = self.config.profile_limit_s
+        kept: list[tuple[int, float, int, JobState]] = []
         for index, entry in enumerate(queue):
             job = entry[3]
-            if job.spec.num_gpus > pool_gpus:
-                # sorted by size: this and every later job is too big for the pool now
-                for rest in queue[index:]:
-                    self._enqueue_main(rest[3])
-                del queue[:]
-                return
-            if not step.try_start(
+            if not self._profilable(job, free, pool):
+                self._enqueue_main(job)
+                continue
+            if step.try_start(
                 job, f"profiling for up to {limit:g} s (smallest first)", PROFILER_POOL, limit
             ):
-                del queue[:index]
-                return
-            self._state.profiling.add(job.seq)
-        del queue[:]
+                self._state.profiling.add(job.seq)
+            else:  # blocked: the rest keep their places (checked when they reach the head)
+                kept.extend(queue[index:])
+                break
+        self._profile_queue = kept
 
     def _promote_starving(self, now: float) -> None:
         limit = self.config.starve_after_s

@@ -189,6 +189,8 @@ class EstimateOrder:
         return (pending[0] + (1.0 - self.aging) * now, -1.0)
 
     def next_rekey(self, job: JobState, now: float) -> float | None:
+        if job.spec.num_gpus == 0:
+            return None  # a GPU-less job attains no service to re-estimate from
         if now < job.since + self.min_run_s:
             return job.since + self.min_run_s
         left = self.estimate(job) - self._ran(job)
@@ -309,7 +311,9 @@ class ReplanningPolicy:
         """The pass time at or after ``now`` (every ``interval`` s of absolute time)."""
         if self.interval <= 0:
             return now
-        return math.ceil(now / self.interval) * self.interval
+        boundary = math.ceil(now / self.interval) * self.interval
+        # floating point may round k * interval just below now: take the next one
+        return boundary + self.interval if boundary < now else boundary
 
     def next_wakeup(self, now: float) -> float | None:
         if self._dirty:
