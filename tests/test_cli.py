@@ -245,3 +245,35 @@ def test_explain_unknown_job_is_an_error(tmp_path: Path) -> None:
         "simulate", "--trace", str(trace), "--out", str(tmp_path / "o"), "--explain", "nope"
     )
     assert result.returncode == 2 and "no job 'nope'" in result.stderr
+
+
+def test_packing_analyzer_trains_on_a_sites_own_profiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = ["model,gpu_util,gmem_util,gmem,amp,batchsize,label"]
+    for i in range(30):
+        heavy = i % 3  # utilisation and memory traffic grow with the label
+        rows.append(
+            f"m{i},{20 + 35 * heavy},{10 + 25 * heavy},{2000 + 3000 * heavy},{i % 2},"
+            f"{32 * (1 + i % 3)},{heavy}"
+        )
+    labelled = tmp_path / "mine.csv"
+    labelled.write_text("\n".join(rows) + "\n")
+    model = tmp_path / "pack.pkl"
+    assert (
+        main(["model", "train", "packing", "--labelled", str(labelled), "--out", str(model)]) == 0
+    )
+    out = capsys.readouterr().out
+    assert f"from {labelled}" in out and "class: 2" in out
+    assert main(["model", "explain", str(model)]) == 0
+    assert f"trained on {labelled}" in capsys.readouterr().out
+
+
+def test_bad_labelled_profiles_name_the_field(tmp_path: Path) -> None:
+    labelled = tmp_path / "bad.csv"
+    labelled.write_text("gpu_util,gmem_util,gmem,amp,batchsize,label\n50,20,3000,0,32,7\n")
+    result = run_cli(
+        "model", "train", "packing", "--labelled", str(labelled), "--out", str(tmp_path / "p.pkl")
+    )
+    assert result.returncode == 2
+    assert f"{labelled}:2: field 'label': must be 0, 1 or 2" in result.stderr

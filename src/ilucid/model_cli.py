@@ -11,7 +11,7 @@ from ilucid.estimators import load_estimator, make_duration_estimator, walk_forw
 from ilucid.estimators.features import walk_forward_rows
 from ilucid.estimators.forecast import LoadForecaster, load_series
 from ilucid.estimators.packing import PackingAnalyzer
-from ilucid.estimators.profiles import load_lucid_profiles, profile_dir
+from ilucid.estimators.profiles import load_labelled_profiles, load_lucid_profiles, profile_dir
 from ilucid.traces import load_trace
 
 __all__ = ["add_model_commands", "run_model_command"]
@@ -26,6 +26,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     train.add_argument("--trace", help="trace to learn from (duration, forecast)")
     train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
     train.add_argument("--profiles", type=Path, help="profile folder (default: ILUCID_PROFILE_DIR)")
+    train.add_argument(
+        "--labelled",
+        type=Path,
+        help="packing: your own profiled jobs as CSV"
+        " (gpu_util,gmem_util,gmem,amp,batchsize,label)",
+    )
     train.add_argument("--out", type=Path, required=True, help="model file to write")
 
     explain = verbs.add_parser("explain", help="print a saved model's shape functions or rules")
@@ -41,12 +47,19 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
 
 def _train(args: argparse.Namespace) -> int:
     if args.kind == "packing":
-        directory = args.profiles or profile_dir()
-        if directory is None:
-            raise ValueError("set ILUCID_PROFILE_DIR or pass --profiles (a folder with lucid/)")
-        profiles, _ = load_lucid_profiles(directory)
         analyzer = PackingAnalyzer()
-        analyzer.fit(profiles, f"{directory}/lucid/single_data.csv (non-commercial licence)")
+        if args.labelled is not None:
+            profiles = load_labelled_profiles(args.labelled)
+            analyzer.fit(profiles, str(args.labelled))
+        else:
+            directory = args.profiles or profile_dir()
+            if directory is None:
+                raise ValueError(
+                    "pass --labelled (your own profiled jobs) or --profiles / ILUCID_PROFILE_DIR"
+                    " (a folder with lucid/)"
+                )
+            profiles, _ = load_lucid_profiles(directory)
+            analyzer.fit(profiles, f"{directory}/lucid/single_data.csv (non-commercial licence)")
         analyzer.save(args.out)
         print(f"trained on {len(profiles)} profiles from {analyzer.trained_on}")
         print(analyzer.rules())

@@ -22,6 +22,7 @@ __all__ = [
     "ColocationTable",
     "WorkloadProfile",
     "assign_profile",
+    "load_labelled_profiles",
     "load_lucid_profiles",
     "profile_dir",
 ]
@@ -130,6 +131,44 @@ def load_lucid_profiles(directory: Path) -> tuple[list[WorkloadProfile], Colocat
             exc.filename or directory, None, None, f"cannot read: {exc.strerror}"
         ) from None
     return profiles, table
+
+
+LABELLED_COLUMNS = ("gpu_util", "gmem_util", "gmem", "amp", "batchsize", "label")
+
+
+def load_labelled_profiles(path: Path) -> list[WorkloadProfile]:
+    """A site's own profiled jobs with sharing labels, in Lucid's ``single_data.csv`` columns.
+
+    Required: ``gpu_util, gmem_util, gmem`` (MiB), ``amp`` (0/1), ``batchsize``,
+    ``label`` (0 light, 1 medium, 2 heavy); ``model`` and ``dataset`` are optional.
+    This is how a site trains the packing analyzer without Lucid's
+    non-commercial table.
+    """
+    from ilucid.traces.reader import read_rows
+
+    profiles = []
+    for row in read_rows(path, LABELLED_COLUMNS):
+        label = row.integer("label")
+        if label not in (0, 1, 2):
+            raise row.error("label", f"must be 0, 1 or 2, got {label}")
+        model = row.text("model", "job")
+        batch = row.integer("batchsize", 1)
+        amp = row.integer("amp")
+        profiles.append(
+            WorkloadProfile(
+                _key(model, row.text("dataset", "-"), str(batch), str(amp)),
+                model,
+                batch,
+                amp,
+                row.number("gpu_util"),
+                row.number("gmem_util"),
+                row.number("gmem"),
+                label,
+            )
+        )
+    if not profiles:
+        raise TraceError(path, None, None, "no labelled profiles")
+    return profiles
 
 
 def assign_profile(
