@@ -29,8 +29,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     train.add_argument(
         "--labelled",
         type=Path,
-        help="packing: your own profiled jobs as CSV"
-        " (gpu_util,gmem_util,gmem,amp,batchsize,label)",
+        help="packing: a CSV of your own labelled profiles (see docs)",
     )
     train.add_argument("--out", type=Path, required=True, help="model file to write")
 
