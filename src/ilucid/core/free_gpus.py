@@ -117,21 +117,6 @@ class FreeGpus:
             self._fragmented += new_free
 
     # -- queries ---------------------------------------------------------------
-    def nodes_with_free(
-        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
-    ) -> set[int]:
-        """Indices of nodes (of the given GPU types) with exactly ``count`` free GPUs."""
-        result: set[int] = set()
-        for buckets in self._chosen(types, pool):
-            if count < len(buckets):
-                result |= buckets[count]
-        return result
-
-    def count_with_at_least(
-        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
-    ) -> int:
-        return sum(sum(len(b) for b in buckets[count:]) for buckets in self._chosen(types, pool))
-
     def best_fit(
         self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
     ) -> int | None:

@@ -6,7 +6,7 @@ service can hand the very same objects to the core.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -130,10 +130,6 @@ class Placement:
 
     parts: tuple[tuple[int, int], ...]
 
-    @classmethod
-    def of(cls, parts: Iterable[tuple[int, int]]) -> Placement:
-        return cls(tuple(parts))
-
     @property
     def num_gpus(self) -> int:
         return sum(count for _, count in self.parts)
@@ -141,9 +137,6 @@ class Placement:
     @property
     def node_indices(self) -> tuple[int, ...]:
         return tuple(index for index, _ in self.parts)
-
-    def describe(self, cluster: Cluster) -> str:
-        return "+".join(f"{cluster.nodes[i].name}:{c}" for i, c in self.parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
@@ -22,7 +21,6 @@ __all__ = [
     "Filter",
     "GpuMemoryFilter",
     "GpuTypeFilter",
-    "PlacementResult",
     "Placer",
     "allowed_types",
     "explain_unplaceable",
@@ -80,12 +78,6 @@ def allowed_types(
         return None
     types = {n.gpu_type for n in cluster.nodes if all(f.reject(job, n) is None for f in filters)}
     return tuple(sorted(types))
-
-
-@dataclass(frozen=True, slots=True)
-class PlacementResult:
-    placement: Placement | None
-    score: tuple[ScorePart, ...] = ()
 
 
 class Placer(Protocol):

@@ -240,9 +240,6 @@ class Scheduler:
             on_forecast(forecast, now)
 
     # -- questions ---------------------------------------------------------------
-    def running(self) -> Iterable[JobState]:
-        return (j for j in self.jobs.values() if j.status is JobStatus.RUNNING)
-
     def pending(self) -> Iterable[JobState]:
         return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
 

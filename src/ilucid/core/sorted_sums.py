@@ -114,6 +114,3 @@ class SortedSums:
                 yield entry
             i += 1
             j = 0
-
-    def first(self) -> Entry | None:
-        return self._blocks[0][0] if self._blocks else None

@@ -142,6 +142,14 @@ def _chart(
     return f"<figure><figcaption>{html.escape(title)}</figcaption>{''.join(out)}</figure>"
 
 
+#: Cluster series shown over time: title, ClusterSeries field, y-axis label.
+TIME_SERIES = (
+    ("Busy GPUs over time", "busy_gpus", "busy GPUs"),
+    ("Pending jobs over time", "pending_jobs", "pending jobs"),
+    ("Fragmented free GPUs (free GPUs on partly busy nodes)", "fragmented_gpus", "GPUs"),
+)
+
+
 def _cdf(values: list[float]) -> list[tuple[float, float]]:
     values = sorted(values)
     n = len(values)
@@ -195,29 +203,16 @@ def render_report(
             log_x=True,
             y_percent=True,
         ),
-        _chart(
-            "Busy GPUs over time",
-            [(r.policy, _series(r, "busy_gpus")) for r in results],
-            "time since first submission",
-            "busy GPUs",
-            x_is_time=True,
-            smooth=True,
-        ),
-        _chart(
-            "Pending jobs over time",
-            [(r.policy, _series(r, "pending_jobs")) for r in results],
-            "time since first submission",
-            "pending jobs",
-            x_is_time=True,
-            smooth=True,
-        ),
-        _chart(
-            "Fragmented free GPUs (free GPUs on partly busy nodes)",
-            [(r.policy, _series(r, "fragmented_gpus")) for r in results],
-            "time since first submission",
-            "GPUs",
-            x_is_time=True,
-            smooth=True,
+        *(
+            _chart(
+                title,
+                [(r.policy, _series(r, field_name)) for r in results],
+                "time since first submission",
+                unit,
+                x_is_time=True,
+                smooth=True,
+            )
+            for title, field_name, unit in TIME_SERIES
         ),
     ]
     note_html = "".join(f"<li>{html.escape(n)}</li>" for n in notes)

@@ -71,7 +71,6 @@ class _Profiled:
 @dataclass(slots=True)
 class _State:
     reports: dict[int, _Profiled] = field(default_factory=dict)
-    profiling: set[int] = field(default_factory=set)
     pairs: dict[int, JobState] = field(default_factory=dict)
 
 
@@ -146,7 +145,6 @@ class LucidPolicy:
 
     def on_finished(self, job: JobState, now: float) -> None:
         state = self._state
-        state.profiling.discard(job.seq)
         self._packable_remove(job)
         partner = state.pairs.pop(job.seq, None)
         if partner is not None:
@@ -156,7 +154,6 @@ class LucidPolicy:
         state.reports.pop(job.seq, None)
 
     def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
-        self._state.profiling.discard(job.seq)
         estimate = report.estimate if report.estimate is not None else self.estimate_of(job)
         self._state.reports[job.seq] = _Profiled(report, estimate)
         self._enqueue_main(job)
@@ -302,11 +299,9 @@ class LucidPolicy:
             if not self._profilable(job, free, pool):
                 self._enqueue_main(job)
                 continue
-            if step.try_start(
+            if not step.try_start(
                 job, f"profiling for up to {limit:g} s (smallest first)", PROFILER_POOL, limit
-            ):
-                self._state.profiling.add(job.seq)
-            else:  # blocked: the rest keep their places (checked when they reach the head)
+            ):  # blocked: the rest keep their places (checked when they reach the head)
                 kept.extend(queue[index:])
                 break
         self._profile_queue = kept
