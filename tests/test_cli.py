@@ -277,3 +277,47 @@ def test_bad_labelled_profiles_name_the_field(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"{labelled}:2: field 'label': must be 0, 1 or 2" in result.stderr
+
+
+def test_mixed_compares_tiered_static_and_fifo(tmp_path: Path) -> None:
+    training = write_trace(
+        tmp_path / "train.csv",
+        [f"t{k},{20 * k},{1 + k % 4},{300 + 37 * k}" for k in range(40)],
+    )
+    header = (
+        "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
+        "rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,"
+        "creation_time,scheduled_time,deletion_time"
+    )
+    rows = [f"s{k},HN,app,1,1,1,1,1,1,1,1,1,1,8,{100 * k},,{100 * k + 400}" for k in range(8)]
+    (tmp_path / "dlrm.csv").write_text("\n".join([header, *rows]) + "\n")
+    out = tmp_path / "mixed"
+    result = run_cli(
+        "mixed",
+        "--trace",
+        str(training),
+        "--inference",
+        str(tmp_path / "dlrm.csv"),
+        "--share",
+        "0.1",
+        "--load",
+        "0.5",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "static partition" in result.stdout and "strict fifo" in result.stdout
+    summary = json.loads((out / "mixed.json").read_text())
+    tiered, fifo = summary["tiered"], summary["strict fifo"]
+    assert tiered["inference_jobs"] == fifo["inference_jobs"] > 0
+    assert tiered["p99_tts"] <= fifo["p99_tts"]
+    static = next(v for k, v in summary.items() if k.startswith("static partition"))
+    assert static["p99_tts"] <= max(tiered["p99_tts"], 0.0) or static["p99_tts"] <= 60
+    assert summary["training only (tiered)"]["inference_jobs"] == 0
+
+
+def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:
+    training = write_trace(tmp_path / "train.csv", ["a,0,1,10"])
+    result = run_cli("mixed", "--trace", str(training), "--share", "1.5")
+    assert result.returncode == 2
+    assert "--share must be in (0, 1)" in result.stderr

@@ -14,8 +14,9 @@ from typing import Any
 from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import PROFILING_POLICIES
+from ilucid.core.policies import PROFILING_POLICIES, is_known
 from ilucid.estimators.profiles import profile_dir
+from ilucid.mixed_cli import add_mixed_command, run_mixed_command
 from ilucid.model_cli import add_model_commands, run_model_command
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
@@ -54,10 +55,10 @@ def _policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise argparse.ArgumentTypeError("name at least one policy")
-    unknown = [n for n in names if n not in POLICIES]
+    unknown = [n for n in names if not is_known(n)]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}"
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N"
         )
     return names
 
@@ -171,6 +172,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     add_model_commands(sub)
+    add_mixed_command(sub)
     sub.add_parser("policies", help="list the scheduling policies")
     sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
     return parser
@@ -393,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         if args.command == "model":
             return run_model_command(args)
+        if args.command == "mixed":
+            return run_mixed_command(args)
         if args.command == "policies":
             for name in POLICIES:
                 print(name)

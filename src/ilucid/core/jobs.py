@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from ilucid.core.model import JobSpec, Placement
 
-__all__ = ["JobState", "JobStatus", "RestoreOverhead"]
+__all__ = ["JobState", "JobStatus", "RestoreOverhead", "lost_since_checkpoint"]
 
 
 class JobStatus(StrEnum):
@@ -29,6 +29,18 @@ class RestoreOverhead:
 
     def for_job(self, job: JobSpec) -> float:
         return self.large if job.num_gpus > self.large_above_gpus else self.small
+
+
+def lost_since_checkpoint(run_s: float, interval: float | None) -> float:
+    """Work lost by stopping a job ``run_s`` seconds after it (re)started.
+
+    A job saves its state every ``interval`` seconds of run time, counted from
+    the moment it starts or restores; ``None`` means every second is kept
+    (the Lucid artifact's assumption, used by the training-only baselines).
+    """
+    if interval is None or run_s <= 0:
+        return 0.0
+    return run_s % interval
 
 
 class JobState:
@@ -79,10 +91,11 @@ class JobState:
         if self.first_start is None:
             self.first_start = now
 
-    def stop(self, now: float, overhead: float) -> None:
-        """Preempt: bank the work done and charge the restore overhead for the next start."""
+    def stop(self, now: float, overhead: float, lost: float = 0.0) -> None:
+        """Preempt: bank the work done, less ``lost`` seconds since the last checkpoint,
+        and charge the restore overhead for the next start."""
         self.attained = self.attained_at(now)
-        self.remaining = max(0.0, self.remaining_at(now)) + overhead
+        self.remaining = max(0.0, self.remaining_at(now)) + lost + overhead
         self.status = JobStatus.PENDING
         self.placement = None
         self.since = now

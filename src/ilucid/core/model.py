@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
+    "DEFAULT_ESTIMATE_S",
     "Cluster",
     "Forecast",
     "JobClass",
@@ -19,6 +20,10 @@ __all__ = [
     "Placement",
     "ProfileReport",
 ]
+
+
+#: Duration assumed for a job that arrives without an estimate.
+DEFAULT_ESTIMATE_S = 3600.0
 
 
 class JobClass(StrEnum):
@@ -38,6 +43,8 @@ class JobSpec:
     ``shape`` is an optional per-node split of the gang (e.g. ``(8, 8)``); when
     absent the placer chooses the split. ``estimate`` is the duration a driver's
     estimator predicted at submission (the core never fits models itself).
+    ``checkpoint_s`` is how often the job saves its state (None: the scheduler's
+    default); a preemption loses the work done since the last save.
     """
 
     id: str
@@ -53,8 +60,11 @@ class JobSpec:
     priority: int = 0
     shape: tuple[int, ...] | None = None
     estimate: float | None = None
+    checkpoint_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.checkpoint_s is not None and self.checkpoint_s <= 0:
+            raise ValueError(f"job {self.id}: checkpoint_s must be > 0, got {self.checkpoint_s}")
         if self.num_gpus < 0:
             raise ValueError(f"job {self.id}: num_gpus must be >= 0, got {self.num_gpus}")
         if self.duration < 0:
@@ -65,6 +75,11 @@ class JobSpec:
             raise ValueError(
                 f"job {self.id}: shape {self.shape} does not add up to {self.num_gpus} GPUs"
             )
+
+    @property
+    def expected_duration(self) -> float:
+        """The estimate, or the default for a job that came without one (never the truth)."""
+        return self.estimate if self.estimate is not None else DEFAULT_ESTIMATE_S
 
     @property
     def gpu_seconds(self) -> float:

@@ -14,17 +14,47 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ilucid.core.decision import Action, Decision, Reason
+from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
 from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
-from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.model import Cluster, Forecast, JobSpec, Placement, ProfileReport
+from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead, lost_since_checkpoint
+from ilucid.core.model import (
+    Cluster,
+    Forecast,
+    JobSpec,
+    Placement,
+    ProfileReport,
+)
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
 
 __all__ = ["Policy", "ProfilingPolicy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
 
 
+def _ran(job: JobState, now: float) -> float:
+    """Seconds of service a job has had, as the core can know it (no true duration)."""
+    gpus = job.spec.num_gpus
+    if gpus == 0:
+        return 0.0
+    return job.attained_at(now) / gpus
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
+    """Costs the core charges a job it stops.
+
+    ``checkpoint_s`` is the default checkpoint interval of jobs whose spec sets
+    none; ``None`` keeps all work on preemption (the Lucid artifact's model,
+    under which the training-only baselines were cross-checked).
+    """
+
     overhead: RestoreOverhead = field(default_factory=RestoreOverhead)
+    checkpoint_s: float | None = None
+
+    def checkpoint_of(self, job: JobSpec) -> float | None:
+        return job.checkpoint_s if job.checkpoint_s is not None else self.checkpoint_s
+
+    def lost_if_stopped(self, job: JobState, now: float) -> float:
+        """Seconds of work ``job`` would lose if it were preempted ``now``."""
+        return lost_since_checkpoint(now - job.since, self.checkpoint_of(job.spec))
 
 
 class SchedulingPass:
@@ -44,6 +74,14 @@ class SchedulingPass:
     @property
     def free(self) -> FreeGpus:
         return self._scheduler.free
+
+    @property
+    def placer(self) -> Placer:
+        return self._scheduler.placer
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self._scheduler.config
 
     def try_start(
         self, job: JobState, why: str, pool: str = MAIN_POOL, limit_s: float | None = None
@@ -100,10 +138,12 @@ class SchedulingPass:
         if job.spec.id in scheduler.partners:
             raise ValueError(f"{job.spec.id} shares GPUs; packed jobs are not preempted")
         overhead = scheduler.config.overhead.for_job(job.spec)
+        lost = scheduler.config.lost_if_stopped(job, self.now)
         scheduler.free.give_back(job.placement)
         placement = job.placement
-        job.stop(self.now, overhead)
+        job.stop(self.now, overhead, lost)
         scheduler.policy.on_preempted(job, self.now)
+        cost = f"lost {lost:.0f} s of work since its last checkpoint; " if lost else ""
         self.decisions.append(
             Decision(
                 Action.PREEMPT,
@@ -112,8 +152,8 @@ class SchedulingPass:
                 (
                     Reason(
                         "Preempted",
-                        f"{why}; restore costs {overhead:g} s",
-                        {"overhead_s": overhead},
+                        f"{why}; {cost}restore costs {overhead:g} s",
+                        {"overhead_s": overhead, "lost_s": lost},
                     ),
                 ),
             )
@@ -257,6 +297,39 @@ class Scheduler:
             return "Fragmented"
         return "BehindInOrder"
 
+    def expected_starts(
+        self, now: float, until: str | None = None, limit: int = 5000
+    ) -> dict[str, float]:
+        """Expected start times of pending jobs (see :mod:`ilucid.core.expected_start`).
+
+        Uses only estimates, never a job's true duration; pending jobs are taken
+        in the policy's order when it exposes one, else oldest first.
+        """
+        ends: list[tuple[float, int]] = []
+        for job in self.jobs.values():
+            if job.status is not JobStatus.RUNNING or job.placement is None:
+                continue
+            partner = self.partners.get(job.spec.id)
+            if partner is not None and partner < job.spec.id:
+                continue  # a packed pair frees its GPUs once, counted with the other
+            left = expected_remaining(job.spec.expected_duration, _ran(job, now))
+            if partner is not None:
+                other = self.jobs[partner]
+                left = max(left, expected_remaining(other.spec.expected_duration, _ran(other, now)))
+            ends.append((now + left, job.placement.num_gpus))
+        profile = FreeProfile.from_running(now, self.cluster.total_gpus, ends)
+        order = getattr(self.policy, "pending_order", None)
+        pending = (
+            order()
+            if order is not None
+            else sorted(self.pending(), key=lambda j: (j.spec.submit_time, j.seq))
+        )
+        requests = (
+            (j.spec.id, j.spec.num_gpus, expected_remaining(j.spec.expected_duration, _ran(j, now)))
+            for j in pending
+        )
+        return project_starts(profile, requests, until, limit)
+
     def why_pending(self, job_id: str, now: float) -> str:
         """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 with fewer ...``."""
         job = self.jobs[job_id]
@@ -264,6 +337,10 @@ class Scheduler:
             return f"{job_id} is {job.status.value}"
         position = self.policy.queue_position(job, now)
         where = f" (position {position} in {self.policy.name} order)" if position else ""
+        explain_wait = getattr(self.policy, "explain_wait", None)
+        special = explain_wait(job) if explain_wait is not None else None
+        if special is not None:
+            return f"pending{where}: {special}"
         if self.placer.place(job.spec, self.free) is None:
             return f"pending{where}: {explain_unplaceable(job.spec, self.free).message}"
         return f"pending{where}: fits now but {self.policy.name} runs jobs ahead of it first"

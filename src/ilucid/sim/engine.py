@@ -85,6 +85,8 @@ class JobRecord:
     profiled_s: float = 0.0
     packed: int = 0  # times this job started on GPUs it shares
     wait_reason: str = ""  # why it did not start at once (a countable code)
+    lost_work_s: float = 0.0  # solo-seconds of work redone after preemptions
+    predicted_start: float = -1.0  # expected start the core gave while it waited (sampled)
 
     @property
     def jct(self) -> float:
@@ -138,13 +140,16 @@ def simulate(
     world: World | None = None,
     forecasts: Sequence[tuple[float, Forecast]] = (),
     explain: str | None = None,
+    predict_every: int = 0,
 ) -> SimResult:
     """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``.
 
     ``world`` supplies what only reality knows: profiling measurements and how
     fast two packed jobs run (without one, profiling reports nothing and
     packed jobs run at full speed). ``forecasts`` are ``(time, Forecast)``
-    pairs delivered to the policy's tuner as the clock passes them.
+    pairs delivered to the policy's tuner as the clock passes them. With
+    ``predict_every = n``, every n-th arrival that has to wait records the
+    start time the core expected for it (to measure that forecast's accuracy).
     """
     wall_start = time.perf_counter()
     config = config or SchedulerConfig()
@@ -200,6 +205,7 @@ def simulate(
     done = 0
     report_every = max(1, n_jobs // 200)
     arrived: list[str] = []
+    waited = 0  # arrivals that could not start at once
     story: list[tuple[float, str]] = []  # what happened to the explained job
     waits: dict[str, float] = {}  # why it waited -> seconds
     last_reason: tuple[float, str] | None = None
@@ -306,6 +312,11 @@ def simulate(
             job_state = scheduler.jobs.get(job_id)
             if job_state is not None and job_state.status.value == "pending":
                 records[job_id].wait_reason = scheduler.wait_code(job_id)
+                waited += 1
+                if predict_every and waited % predict_every == 0:
+                    expected = scheduler.expected_starts(now, until=job_id).get(job_id)
+                    if expected is not None:
+                        records[job_id].predicted_start = expected
         arrived.clear()
         if explain is not None:
             if last_reason is not None:
@@ -351,7 +362,13 @@ def simulate(
                 cut_at.pop(job_id, None)
                 rec.preemptions += 1
                 rec.restores += 1
-                work[job_id] += config.overhead.for_job(specs[job_id])
+                numbers = decision.reasons[0].numbers
+                # the core counts lost run time; the work it stands for ran at this rate
+                lost_work = numbers.get("lost_s", 0.0) * rate[job_id]
+                rec.lost_work_s += lost_work
+                work[job_id] += lost_work + numbers.get(
+                    "overhead_s", config.overhead.for_job(specs[job_id])
+                )
                 version[job_id] = version.get(job_id, 0) + 1
         wake = scheduler.next_wakeup(now)
         if wake is not None and wake <= now:

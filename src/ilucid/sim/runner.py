@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
-from ilucid.core.policies import NEEDS_ESTIMATES, PROFILING_POLICIES
+from ilucid.core.policies import PROFILING_POLICIES, needs_estimates
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.engine import SimResult, World, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
@@ -115,7 +115,7 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
 
     try:
         policy = make_policy(name, **options)
-        annotator = WalkForwardEstimates(jobs) if name in NEEDS_ESTIMATES else None
+        annotator = WalkForwardEstimates(jobs) if needs_estimates(name) else None
         world: World | None = None
         forecasts: list[tuple[float, Forecast]] = []
         if name in PROFILING_POLICIES and _lucid_inputs is not None:

@@ -15,12 +15,15 @@ from ilucid.traces.formats import (
     load_itp,
     load_philly,
 )
+from ilucid.traces.inference import InferenceTrace, load_dlrm
 from ilucid.traces.reader import TraceError
 
 __all__ = [
     "DEFAULT_LOAD",
+    "KNOWN_INFERENCE",
     "KNOWN_TRACES",
     "cluster_for_load",
+    "load_inference",
     "load_trace",
     "trace_dir",
 ]
@@ -35,6 +38,29 @@ KNOWN_TRACES: dict[str, str] = {
     "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv",
 }
 ALIBABA_NODES = "alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
+#: Inference instance lists (not job traces): overlaid on a training trace.
+KNOWN_INFERENCE: dict[str, str] = {
+    "alibaba-dlrm": "alibaba-gpu-v2025-dlrm/disaggregated_DLRM_trace.csv",
+}
+
+
+def load_inference(name_or_path: str, directory: Path | None = None) -> InferenceTrace:
+    """Load an inference instance list by short name (``alibaba-dlrm``) or path."""
+    directory = directory or trace_dir()
+    if name_or_path in KNOWN_INFERENCE:
+        if directory is None:
+            raise TraceError(
+                name_or_path,
+                None,
+                None,
+                "is a trace name; set ILUCID_TRACE_DIR to the folder holding the public traces",
+            )
+        path = directory / KNOWN_INFERENCE[name_or_path]
+    else:
+        path = Path(name_or_path)
+    if not path.exists():
+        raise TraceError(path, None, None, "inference trace not found")
+    return load_dlrm(path)
 
 
 def trace_dir() -> Path | None:

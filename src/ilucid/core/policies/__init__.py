@@ -7,6 +7,7 @@ from collections.abc import Callable
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, qssf_key, sjf_key
 from ilucid.core.policies.preemptive import ReplanningPolicy, estimate_srtf, srtf, tiresias
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.scheduler import Policy
 
 __all__ = [
@@ -17,11 +18,15 @@ __all__ = [
     "LucidPolicy",
     "OrderedPolicy",
     "ReplanningPolicy",
+    "TierConfig",
+    "TieredPolicy",
+    "is_known",
     "make_policy",
+    "needs_estimates",
 ]
 
 #: Policies that order jobs by a duration estimate the driver must supply.
-NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid"})
+NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid", "tiered", "static-partition"})
 #: Policies that profile new jobs and tune themselves from a load forecast.
 PROFILING_POLICIES = frozenset({"lucid"})
 
@@ -37,6 +42,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "ilucid": lambda: estimate_srtf("ilucid", aging=0.2),
     "srtf": srtf,
     "tiresias": tiresias,
+    # inference first with a 20% training reserve, tenant quotas and fair share (issue 4)
+    "tiered": lambda: TieredPolicy(),
 }
 
 
@@ -49,9 +56,28 @@ def make_policy(
             thresholds=(18000.0 if tiresias_threshold is None else tiresias_threshold,),
             interval=60.0 if tiresias_interval is None else tiresias_interval,
         )
+    if name.startswith("static-partition"):
+        _, _, count = name.partition(":")
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(
+                f"{name!r}: say how many nodes serve inference only, e.g. static-partition:4"
+            )
+        return TieredPolicy(TierConfig(static_inference_nodes=int(count)))
     try:
         factory = POLICIES[name]
     except KeyError:
         known = ", ".join(POLICIES)
         raise ValueError(f"unknown policy {name!r}; known policies: {known}") from None
     return factory()
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is a registered policy or ``static-partition:N``."""
+    base, _, count = name.partition(":")
+    if base == "static-partition":
+        return count.isdigit() and int(count) > 0
+    return name in POLICIES
+
+
+def needs_estimates(name: str) -> bool:
+    return name.partition(":")[0] in NEEDS_ESTIMATES

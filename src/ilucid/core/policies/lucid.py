@@ -29,7 +29,6 @@ from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
 from ilucid.core.placement import allowed_types
-from ilucid.core.policies.ordered import DEFAULT_ESTIMATE_S
 from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["PROFILER_POOL", "LucidConfig", "LucidPolicy", "TunerAction"]
@@ -99,7 +98,7 @@ class LucidPolicy:
         profiled = self._state.reports.get(job.seq)
         if profiled is not None:
             return profiled.estimate
-        return job.spec.estimate if job.spec.estimate is not None else DEFAULT_ESTIMATE_S
+        return job.spec.expected_duration
 
     def priority(self, job: JobState) -> float:
         """Estimated GPU-seconds: lower runs first."""

@@ -13,6 +13,7 @@ import bisect
 from collections.abc import Callable
 
 from ilucid.core.jobs import JobState
+from ilucid.core.model import DEFAULT_ESTIMATE_S
 from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DEFAULT_ESTIMATE_S", "OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
@@ -24,13 +25,9 @@ def fifo_key(job: JobState) -> tuple[float, ...]:
     return (job.spec.submit_time, job.seq)
 
 
-#: Duration assumed for a job that arrives without an estimate.
-DEFAULT_ESTIMATE_S = 3600.0
-
-
 def qssf_key(job: JobState) -> tuple[float, ...]:
     """Quasi-shortest service first (Helios): estimated duration x GPUs."""
-    estimate = job.spec.estimate if job.spec.estimate is not None else DEFAULT_ESTIMATE_S
+    estimate = job.spec.expected_duration
     return (estimate * max(1, job.spec.num_gpus), job.seq)
 
 
@@ -84,6 +81,9 @@ class OrderedPolicy:
 
     def next_wakeup(self, now: float) -> float | None:
         return None
+
+    def pending_order(self) -> list[JobState]:
+        return [job for _, job in self._queue]
 
     def queue_position(self, job: JobState, now: float) -> int | None:
         entry_key = self._key(job)

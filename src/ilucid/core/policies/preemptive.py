@@ -20,11 +20,11 @@ import bisect
 import heapq
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.policies.ordered import DEFAULT_ESTIMATE_S
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
 
@@ -165,7 +165,7 @@ class EstimateOrder:
         known = self._estimate.get(job.seq)
         if known is not None:
             return known
-        return job.spec.estimate if job.spec.estimate is not None else DEFAULT_ESTIMATE_S
+        return job.spec.expected_duration
 
     @staticmethod
     def _ran(job: JobState) -> float:
@@ -346,6 +346,10 @@ class ReplanningPolicy:
             return math.nextafter(now, math.inf)
         boundary = self._boundary(now)
         return boundary + self.interval if boundary <= now else boundary
+
+    def pending_order(self) -> Iterator[JobState]:
+        for entry in heapq.merge(*self._pending.values()):
+            yield self._jobs[int(entry[-2])]
 
     def queue_position(self, job: JobState, now: float) -> int | None:
         entry = self._entry.get(job.seq)

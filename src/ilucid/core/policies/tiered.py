@@ -1,0 +1,389 @@
+"""Real-time inference ahead of training, with a training reserve and tenant quotas.
+
+One pass is a numbered recipe, each step a small mechanism that explains
+what it did or why a job waits:
+
+1. *Inference admission*: pending inference jobs, oldest first, start on free
+   GPUs; when none fit they preempt training or best-effort jobs chosen to
+   lose the least work, but inference never holds more than
+   ``1 - reserve_training`` of the cluster, so training is never starved.
+   Inference services hold their GPUs until they end.
+2. *Guarantee reclaim*: a tenant asking for GPUs within its guaranteed quota
+   gets them back from tenants that borrowed beyond their own, by preemption.
+3. *Fair fill*: idle GPUs go to the tenant with the lowest usage per weight,
+   and within a tenant to its job with the smallest estimated GPU-seconds,
+   less an aging credit for time waited (a preempted job keeps its key). A
+   job that does not fit is skipped (up to ``scan_depth`` tries) unless the
+   oldest job has waited ``starve_after_s``: then nothing starts ahead of it.
+
+With ``static_inference_nodes`` the policy becomes the static-partitioning
+baseline: inference runs only on a fixed pool of nodes, training only on the
+rest, and nothing is ever preempted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ilucid.core.decision import Reason
+from ilucid.core.free_gpus import MAIN_POOL
+from ilucid.core.jobs import JobState, JobStatus
+from ilucid.core.model import JobClass, Placement
+from ilucid.core.placement import allowed_types
+from ilucid.core.preemption import choose_victims
+from ilucid.core.quota import QuotaBook, TenantQuota
+from ilucid.core.scheduler import SchedulingPass
+
+__all__ = ["INFERENCE_POOL", "TierConfig", "TieredPolicy"]
+
+#: Pool of the static-partitioning baseline's inference nodes.
+INFERENCE_POOL = "inference"
+
+_Entry = tuple[int, float, int]  # (tier rank, aged GPU-seconds key, seq)
+
+
+@dataclass(frozen=True, slots=True)
+class TierConfig:
+    reserve_training: float = 0.2
+    quotas: Mapping[str, TenantQuota] = field(default_factory=dict)
+    #: GPU-seconds of priority a waiting job gains per second waited
+    aging: float = 1.0
+    starve_after_s: float = 86400.0
+    scan_depth: int = 200
+    inference_preempts: bool = True
+    #: > 0: static partitioning, the last N nodes serve inference only
+    static_inference_nodes: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reserve_training < 1.0:
+            raise ValueError(f"reserve_training must be in [0, 1), got {self.reserve_training}")
+        if self.aging < 0 or self.starve_after_s <= 0 or self.scan_depth < 1:
+            raise ValueError("aging must be >= 0, starve_after_s > 0 and scan_depth >= 1")
+        if self.static_inference_nodes < 0:
+            raise ValueError("static_inference_nodes must be >= 0")
+
+
+class TieredPolicy:
+    """Inference first, training reserve, tenant guarantees, weighted fair share."""
+
+    def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
+        self.config = config or TierConfig()
+        self.static = self.config.static_inference_nodes > 0
+        self.name = name or ("static-partition" if self.static else "tiered")
+        self.quotas = QuotaBook(self.config.quotas)
+        self._inference: list[JobState] = []  # pending, oldest first
+        self._inference_used = 0
+        self._pending: dict[str, list[_Entry]] = {}  # tenant -> sorted entries
+        self._key: dict[int, _Entry] = {}
+        self._jobs: dict[int, JobState] = {}
+        self._running: dict[int, JobState] = {}  # training and best-effort
+        self._oldest: list[tuple[float, int]] = []  # (submit, seq) of pending training
+        self._why: dict[int, Reason] = {}
+        self._pools_set = False
+        self._held_for: JobState | None = None  # a starving job nothing may overtake
+        self._inference_on: dict[int, int] = {}  # node index -> GPUs inference holds there
+        self._serving: dict[int, Placement] = {}  # running inference jobs' placements
+
+    # -- bookkeeping -----------------------------------------------------------
+    def _entry(self, job: JobState) -> _Entry:
+        rank = 1 if job.spec.job_class is JobClass.BEST_EFFORT else 0
+        gpu_s = job.spec.expected_duration * max(1, job.spec.num_gpus)
+        return (rank, gpu_s + self.config.aging * job.spec.submit_time, job.seq)
+
+    def _queue(self, job: JobState) -> None:
+        entry = self._key.get(job.seq) or self._entry(job)
+        self._key[job.seq] = entry
+        bisect.insort(self._pending.setdefault(job.spec.tenant, []), entry)
+        heapq.heappush(self._oldest, (job.spec.submit_time, job.seq))
+
+    def _unqueue(self, job: JobState) -> None:
+        entries = self._pending[job.spec.tenant]
+        del entries[bisect.bisect_left(entries, self._key[job.seq])]
+
+    def _count_inference(self, job: JobState, sign: int) -> None:
+        if sign > 0:
+            assert job.placement is not None
+            self._serving[job.seq] = job.placement
+        placement = self._serving[job.seq] if sign > 0 else self._serving.pop(job.seq)
+        for index, count in placement.parts:
+            self._inference_on[index] = self._inference_on.get(index, 0) + sign * count
+
+    def on_submitted(self, job: JobState, now: float) -> None:
+        self._jobs[job.seq] = job
+        if job.spec.job_class is JobClass.INFERENCE:
+            self._inference.append(job)
+        else:
+            self._queue(job)
+
+    def on_started(self, job: JobState, now: float) -> None:
+        self._why.pop(job.seq, None)
+        if job.spec.job_class is JobClass.INFERENCE:
+            self._inference.remove(job)
+            self._inference_used += job.spec.num_gpus
+            self._count_inference(job, +1)
+            return
+        self._unqueue(job)
+        self._running[job.seq] = job
+        self.quotas.add(job.spec.tenant, job.spec.num_gpus)
+
+    def on_preempted(self, job: JobState, now: float) -> None:
+        if job.spec.job_class is JobClass.INFERENCE:
+            raise AssertionError("inference services are never preempted")
+        del self._running[job.seq]
+        self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
+        self._queue(job)
+
+    def on_finished(self, job: JobState, now: float) -> None:
+        del self._jobs[job.seq]
+        self._key.pop(job.seq, None)
+        if job.spec.job_class is JobClass.INFERENCE:
+            self._inference_used -= job.spec.num_gpus
+            self._count_inference(job, -1)
+            return
+        del self._running[job.seq]
+        self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
+
+    def next_wakeup(self, now: float) -> float | None:
+        return None
+
+    # -- questions ---------------------------------------------------------------
+    def pending_order(self) -> Iterator[JobState]:
+        """Pending jobs in the order a pass considers them (fair share left aside)."""
+        yield from list(self._inference)
+        for entry in heapq.merge(*self._pending.values()):
+            yield self._jobs[entry[2]]
+
+    def queue_position(self, job: JobState, now: float) -> int | None:
+        if job.status is not JobStatus.PENDING:
+            return None
+        if job.spec.job_class is JobClass.INFERENCE:
+            return 1 + self._inference.index(job)
+        key = self._key[job.seq]
+        ahead = sum(bisect.bisect_left(entries, key) for entries in self._pending.values())
+        return 1 + len(self._inference) + ahead
+
+    def _reason(self, job: JobState) -> Reason | None:
+        reason = self._why.get(job.seq)
+        held = self._held_for
+        inference = job.spec.job_class is JobClass.INFERENCE
+        if reason is None and held is not None and held is not job and not inference:
+            return Reason(
+                "HeldForStarvingJob",
+                f"job {held.spec.id} has waited over"
+                f" {self.config.starve_after_s / 3600:g} h; idle GPUs are kept for it",
+            )
+        return reason
+
+    def wait_code(self, job: JobState) -> str | None:
+        reason = self._reason(job)
+        return reason.code if reason is not None else None
+
+    def explain_wait(self, job: JobState) -> str | None:
+        reason = self._reason(job)
+        return reason.message if reason is not None else None
+
+    def inference_limit(self, total_gpus: int) -> int:
+        """Most GPUs inference may hold: the rest is the training reserve."""
+        if self.static:
+            return total_gpus
+        return math.floor((1.0 - self.config.reserve_training) * total_gpus + 1e-9)
+
+    # -- decisions -----------------------------------------------------------------
+    def schedule(self, step: SchedulingPass) -> None:
+        if self.static and not self._pools_set:
+            self._set_pools(step)
+        if self._inference:
+            self._admit_inference(step)
+        if self.config.quotas:
+            self._reclaim_guarantees(step)
+        if self._pending:
+            self._fill(step)
+
+    def _set_pools(self, step: SchedulingPass) -> None:
+        free = step.free
+        nodes = len(free.cluster.nodes)
+        if self.config.static_inference_nodes >= nodes:
+            raise ValueError(
+                f"static partition of {self.config.static_inference_nodes} inference nodes"
+                f" leaves no training nodes in a {nodes}-node cluster"
+            )
+        for index in range(nodes - self.config.static_inference_nodes, nodes):
+            free.set_pool(index, INFERENCE_POOL)
+        self._pools_set = True
+
+    def _admit_inference(self, step: SchedulingPass) -> None:
+        total = step.free.cluster.total_gpus
+        limit = self.inference_limit(total)
+        pool = INFERENCE_POOL if self.static else MAIN_POOL
+        reserve = self.config.reserve_training
+        for job in list(self._inference):
+            gpus = job.spec.num_gpus
+            if self._inference_used + gpus > limit:
+                self._why[job.seq] = Reason(
+                    "TrainingReserve",
+                    f"inference holds {self._inference_used}/{total} GPUs; starting it would"
+                    f" break the {reserve:.0%} reserve kept for training",
+                    {"inference_gpus": float(self._inference_used), "limit": float(limit)},
+                )
+                continue
+            if self._start_inference(step, job, "inference: starts at once on free GPUs", pool):
+                continue
+            if self.static or not self.config.inference_preempts:
+                self._why[job.seq] = Reason(
+                    "InferencePoolFull",
+                    f"no {gpus} free GPU(s) in the {pool} pool",
+                    {"needs": float(gpus)},
+                )
+                continue
+            victims = choose_victims(
+                job.spec, self._running.values(), step.free, step.placer, step.now, step.config
+            )
+            if victims is None:
+                self._why[job.seq] = Reason(
+                    "NoPreemptible",
+                    "no free GPUs, and preempting training or best-effort jobs frees none"
+                    " that it could use",
+                )
+                continue
+            held = self._inference_used + gpus
+            for victim in victims:
+                step.preempt(
+                    victim.job,
+                    f"preempted by inference job {job.spec.id} to start it now;"
+                    f" {reserve:.0%} reserve for training kept (inference would hold"
+                    f" {held}/{total} GPUs)",
+                )
+            started = self._start_inference(
+                step, job, f"inference: started by preempting {len(victims)} job(s)", pool
+            )
+            assert started, "victims were chosen so that the job fits"
+
+    def _start_inference(self, step: SchedulingPass, job: JobState, why: str, pool: str) -> bool:
+        """Start an inference job, preferring nodes that already serve inference.
+
+        Keeping long-lived services together leaves training whole nodes, as a
+        static partition would, without fixing the boundary. Jobs wider than a
+        node use the ordinary placer.
+        """
+        free = step.free
+        gpus = job.spec.num_gpus
+        if gpus == 0 or gpus > free.cluster.max_gpus_per_node:
+            return step.try_start(job, why, pool)
+        types = allowed_types(job.spec, free.cluster)
+        best: tuple[int, int, int] | None = None
+        for index, node in enumerate(free.cluster.nodes):
+            left = free.free[index]
+            if left < gpus or free.pool_of[index] != pool:
+                continue
+            if types is not None and node.gpu_type not in types:
+                continue
+            key = (-self._inference_on.get(index, 0), left, -index)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return False
+        index = -best[2]
+        serving = -best[0]
+        step.start(
+            job,
+            Placement(((index, gpus),)),
+            f"{why}; on {free.cluster.nodes[index].name}, which already serves"
+            f" {serving} inference GPU(s)"
+            if serving
+            else why,
+        )
+        return True
+
+    def _reclaim_guarantees(self, step: SchedulingPass) -> None:
+        book = self.quotas
+        for tenant, entries in list(self._pending.items()):
+            if book.quota(tenant).guaranteed <= 0:
+                continue
+            for entry in list(entries[: self.config.scan_depth]):
+                job = self._jobs[entry[2]]
+                if not book.within_guarantee(tenant, job.spec.num_gpus):
+                    continue
+                if step.try_start(job, f"within tenant {tenant}'s guaranteed quota"):
+                    continue
+                lenders = [
+                    j
+                    for j in self._running.values()
+                    if j.spec.tenant != tenant and book.borrowing(j.spec.tenant) > 0
+                ]
+                victims = choose_victims(
+                    job.spec, lenders, step.free, step.placer, step.now, step.config
+                )
+                if victims is None:
+                    continue
+                used = book.used.get(tenant, 0)
+                for victim in victims:
+                    step.preempt(
+                        victim.job,
+                        f"reclaimed: tenant {tenant} uses {used}/"
+                        f"{book.quota(tenant).guaranteed} guaranteed GPUs and asked for"
+                        f" {job.spec.num_gpus} more; tenant {victim.job.spec.tenant} was"
+                        f" borrowing",
+                    )
+                started = step.try_start(job, f"within tenant {tenant}'s guaranteed quota")
+                assert started, "victims were chosen so that the job fits"
+
+    def _starving(self, now: float) -> JobState | None:
+        oldest = self._oldest
+        while oldest:
+            submit, seq = oldest[0]
+            job = self._jobs.get(seq)
+            if job is None or job.status is not JobStatus.PENDING:
+                heapq.heappop(oldest)
+                continue
+            if now - submit < self.config.starve_after_s:
+                return None
+            if self.quotas.refuse(job.spec.tenant, job.spec.num_gpus) is not None:
+                return None  # over its tenant's ceiling: waiting for it would idle the cluster
+            return job
+        return None
+
+    def _fill(self, step: SchedulingPass) -> None:
+        free = step.free
+        starving = self._starving(step.now)
+        if starving is not None and not step.try_start(
+            starving, "waited longest; nothing starts ahead of it"
+        ):
+            self._held_for = starving
+            return
+        self._held_for = None
+        book = self.quotas
+        cursor = dict.fromkeys(self._pending, 0)
+        turn = [(book.share(t), t) for t, entries in self._pending.items() if entries]
+        heapq.heapify(turn)
+        smallest_failure: dict[tuple[str | None, float | None], int] = {}
+        tries = 0
+        while turn and free.pool_free.get(MAIN_POOL, 0) > 0 and tries < self.config.scan_depth:
+            _, tenant = heapq.heappop(turn)
+            entries = self._pending[tenant]
+            index = cursor[tenant]
+            while index < len(entries):
+                job = self._jobs[entries[index][2]]
+                shape = (job.spec.gpu_type, job.spec.gpu_memory_gb)
+                if job.spec.num_gpus < smallest_failure.get(shape, 1 << 30):
+                    break
+                index += 1
+            if index >= len(entries):
+                continue
+            tries += 1
+            refusal = book.refuse(tenant, job.spec.num_gpus)
+            if refusal is not None:
+                self._why[job.seq] = refusal
+                cursor[tenant] = index + 1
+            elif step.try_start(job, f"fair share: tenant {tenant} has the lowest usage"):
+                cursor[tenant] = index  # the started job left the list
+            else:
+                self._why.pop(job.seq, None)
+                smallest_failure[shape] = min(
+                    smallest_failure.get(shape, 1 << 30), job.spec.num_gpus
+                )
+                cursor[tenant] = index + 1
+            heapq.heappush(turn, (book.share(tenant), tenant))

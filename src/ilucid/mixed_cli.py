@@ -1,0 +1,152 @@
+"""``ilucid mixed``: training plus real-time inference, tiered vs static partitioning vs FIFO."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
+from ilucid.core.placement import never_placeable
+from ilucid.sim.mixed import MixedRun, run_scenario
+from ilucid.traces import (
+    DEFAULT_LOAD,
+    KNOWN_INFERENCE,
+    cluster_for_load,
+    load_inference,
+    load_trace,
+    overlay_inference,
+)
+
+__all__ = ["add_mixed_command", "format_mixed_table", "run_mixed_command"]
+
+#: Default checkpoint interval of training jobs in mixed scenarios (30 minutes).
+DEFAULT_CHECKPOINT_S = 1800.0
+
+_COLUMNS = (
+    ("label", "run", "{}"),
+    ("inference_share", "inf GPU share", "{:.1%}"),
+    ("p99_tts", "inf p99 start s", "{:,.0f}"),
+    ("max_tts", "inf max start s", "{:,.0f}"),
+    ("avg_jct_training", "train mean JCT s", "{:,.0f}"),
+    ("vs_training_only", "x train-only", "{:.3f}"),
+    ("p99_queue_training", "train p99 queue s", "{:,.0f}"),
+    ("preemptions", "preempt", "{:,}"),
+    ("lost_gpu_hours", "lost GPU-h", "{:,.1f}"),
+    ("start_error_median_s", "start err med s", "{:,.0f}"),
+    ("wall_s", "wall s", "{:.1f}"),
+)
+
+
+def add_mixed_command(sub: Any) -> None:
+    mixed = sub.add_parser(
+        "mixed",
+        help="training + real-time inference: tiered vs static partitioning vs strict FIFO",
+        description=(
+            "Scenario (a): a training trace plus inference services from an inference"
+            " instance list (default alibaba-dlrm), thinned to --share of the cluster's"
+            " GPUs and tiled over the training span (docs/scenarios.md). Scenario (b):"
+            " --trace alibaba, whose LS pods are the inference and BE pods the training."
+        ),
+    )
+    mixed.add_argument("--trace", default="philly", help="training trace (default philly)")
+    mixed.add_argument(
+        "--inference",
+        default="alibaba-dlrm",
+        help=f"inference instances: {', '.join(KNOWN_INFERENCE)} or a path; 'none' when the"
+        " trace has its own inference jobs",
+    )
+    mixed.add_argument("--share", type=float, default=0.10, help="inference GPU share (0.10)")
+    mixed.add_argument(
+        "--target-p99", type=float, default=60.0, help="inference p99 time-to-start goal, s (60)"
+    )
+    mixed.add_argument(
+        "--checkpoint",
+        type=float,
+        default=DEFAULT_CHECKPOINT_S,
+        help="default training checkpoint interval, s (1800)",
+    )
+    mixed.add_argument("--limit", type=int, default=None, help="first N training jobs only")
+    mixed.add_argument("--load", type=float, default=None, help="size the cluster for this load")
+    mixed.add_argument("--out", type=Path, default=Path("out/mixed"), help="output directory")
+
+
+def format_mixed_table(runs: list[MixedRun]) -> str:
+    rows = [[title for _, title, _ in _COLUMNS]]
+    for run in runs:
+        values = {"label": run.label, **run.summary}
+        row = []
+        for key, _, fmt in _COLUMNS:
+            value = values.get(key)
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                row.append("-")
+            else:
+                row.append(fmt.format(value))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def run_mixed_command(args: argparse.Namespace) -> int:
+    if not 0 < args.share < 1:
+        raise ValueError(f"--share must be in (0, 1), got {args.share}")
+    trace = load_trace(args.trace).limit(args.limit)
+    cluster: Cluster
+    if trace.cluster is not None and args.load is None:
+        cluster = trace.cluster
+    else:
+        training = [j for j in trace.jobs if j.job_class is not JobClass.INFERENCE]
+        cluster = cluster_for_load(training, args.load or DEFAULT_LOAD)
+    jobs = list(trace.jobs)
+    if args.inference != "none" and not any(j.job_class is JobClass.INFERENCE for j in jobs):
+        instances = load_inference(args.inference)
+        jobs = overlay_inference(jobs, instances, cluster.total_gpus, args.share)
+        print(
+            f"scenario: {args.trace} training ({len(trace.jobs):,} jobs) + {args.inference}"
+            f" inference ({sum(j.job_class is JobClass.INFERENCE for j in jobs):,} services,"
+            f" thinned to {args.share:.0%} of {cluster.total_gpus:,} GPUs, tiled every"
+            f" {instances.window_s / 86400:.1f} days)"
+        )
+    else:
+        print(f"scenario: {args.trace}, its own inference jobs ({trace.source})")
+    refused = never_placeable(jobs, cluster)
+    jobs = [j for j in jobs if j.id not in refused]
+    if refused:
+        print(f"skipped {len(refused):,} jobs this cluster can never hold")
+    config = SchedulerConfig(RestoreOverhead(), checkpoint_s=args.checkpoint)
+    start = time.perf_counter()
+    runs = run_scenario(
+        jobs,
+        cluster,
+        config,
+        target_p99_s=args.target_p99,
+        on_step=lambda text: print(f"[{time.perf_counter() - start:5.0f} s] running {text}"),
+    )
+    baseline = runs[-1].summary["avg_jct_training"]
+    for run in runs:
+        run.summary["vs_training_only"] = run.summary["avg_jct_training"] / baseline
+    print(format_mixed_table(runs))
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        run.label: {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in run.summary.items()
+        }
+        for run in runs
+    }
+    (args.out / "mixed.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out / 'mixed.json'}")
+    return 0

@@ -1,0 +1,202 @@
+"""Hand-computed cases for inference tiers, the training reserve, quotas and expected starts.
+
+Notation as in test_policies_hand.py; restore overhead is 40 s (<= 8 GPUs).
+"""
+
+from __future__ import annotations
+
+from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, SchedulerConfig
+from ilucid.core.expected_start import FreeProfile, project_starts
+from ilucid.core.policies import TierConfig, TieredPolicy, make_policy
+from ilucid.core.quota import TenantQuota
+from ilucid.sim import simulate
+
+INFERENCE = JobClass.INFERENCE
+
+
+def training(job_id: str, submit: float, gpus: int, duration: float, **kw: object) -> JobSpec:
+    return JobSpec(job_id, submit, gpus, duration, estimate=duration, **kw)  # type: ignore[arg-type]
+
+
+def serving(job_id: str, submit: float, gpus: int, duration: float) -> JobSpec:
+    return JobSpec(job_id, submit, gpus, duration, job_class=INFERENCE, tenant="serving")
+
+
+def test_inference_preempts_the_job_that_loses_least_work() -> None:
+    # 2 nodes x 2 GPUs. a(0, 2g, 1000 s, checkpoints every 100 s) on node0,
+    # b(0, 2g, 1000 s, checkpoints every 1000 s) on node1. i(250, 1g, 100 s) finds
+    # no free GPU. Stopping a loses 250 % 100 = 50 s -> cost 2 x (50 + 40) = 180 GPU-s;
+    # stopping b loses 250 s -> 580. So a is preempted; i runs 250..350 on its node.
+    # a restarts at 350 (needs both GPUs of a node) with 1000 - 250 + 50 + 40 = 840 s
+    # left -> ends 1190.
+    jobs = [
+        training("a", 0, 2, 1000, checkpoint_s=100),
+        training("b", 0, 2, 1000, checkpoint_s=1000),
+        serving("i", 250, 1, 100),
+    ]
+    decisions: list[str] = []
+    result = simulate(
+        jobs,
+        Cluster.homogeneous(2, 2),
+        make_policy("tiered"),
+        observer=lambda t, event, job_id, p: decisions.append(f"{t:g} {event} {job_id}"),
+        explain="a",
+    )
+    ends = {r.id: (r.first_start, r.end, r.preemptions, r.lost_work_s) for r in result.records}
+    assert ends["i"] == (250, 350, 0, 0.0)
+    assert ends["a"] == (0, 1190, 1, 50.0)
+    assert ends["b"] == (0, 1000, 0, 0.0)
+    story = " | ".join(text for _, text in result.story)
+    assert "preempted by inference job i to start it now" in story
+    assert "lost 50 s of work" in story
+    assert "20% reserve for training kept" in story
+
+
+def test_inference_never_takes_the_training_reserve() -> None:
+    # 1 node x 10 GPUs, reserve 20%: inference may hold at most 8 GPUs.
+    # t(0, 10g) runs; i1(10, 6g, 100 s) preempts it (6 <= 8). i2(20, 4g, 50 s) would
+    # make 10 > 8: it waits ("TrainingReserve") until i1 ends at 110, then runs to 160.
+    # t restarts only when 10 GPUs are free: at 160, with 1000 - 10 + 60 = 1050 s left
+    # (restoring more than 8 GPUs costs 60 s).
+    jobs = [
+        training("t", 0, 10, 1000),
+        serving("i1", 10, 6, 100),
+        serving("i2", 20, 4, 50),
+    ]
+    cluster = Cluster((Cluster.homogeneous(1, 10).nodes[0],))
+    result = simulate(jobs, cluster, make_policy("tiered"))
+    rec = {r.id: r for r in result.records}
+    assert (rec["i1"].first_start, rec["i2"].first_start) == (10, 110)
+    assert rec["i2"].wait_reason == "TrainingReserve"
+    assert (rec["t"].end, rec["t"].preemptions) == (160 + 1050, 1)
+
+
+def test_reserve_explained_in_why_pending() -> None:
+    policy = TieredPolicy(TierConfig(reserve_training=0.5))
+    scheduler = Scheduler(Cluster.homogeneous(1, 4), policy)
+    scheduler.submit(serving("i1", 0, 2, 100), 0)
+    scheduler.submit(serving("i2", 0, 1, 100), 0)
+    scheduler.schedule(0)
+    assert scheduler.jobs["i1"].status.value == "running"
+    sentence = scheduler.why_pending("i2", 0)
+    assert "inference holds 2/4 GPUs" in sentence and "50% reserve" in sentence
+
+
+def test_guaranteed_quota_is_reclaimed_in_one_pass() -> None:
+    # 2 x 4 GPUs; tenants a and b are each guaranteed 4. b fills all 8 GPUs at t=0
+    # (borrowing 4). a submits two 1-GPU jobs at t=10: the same pass preempts two
+    # of b's jobs and starts a's.
+    quotas = {"a": TenantQuota(4), "b": TenantQuota(4)}
+    policy = TieredPolicy(TierConfig(quotas=quotas))
+    scheduler = Scheduler(Cluster.homogeneous(2, 4), policy)
+    for k in range(8):
+        scheduler.submit(training(f"b{k}", 0, 1, 1000, tenant="b"), 0)
+    scheduler.schedule(0)
+    assert policy.quotas.used == {"b": 8}
+    scheduler.submit(training("a0", 10, 1, 100, tenant="a"), 10)
+    scheduler.submit(training("a1", 10, 1, 100, tenant="a"), 10)
+    decisions = scheduler.schedule(10)
+    assert policy.quotas.used == {"a": 2, "b": 6}
+    preempted = [d for d in decisions if d.action.value == "preempt"]
+    assert len(preempted) == 2
+    assert "tenant a uses 0/4 guaranteed GPUs" in preempted[0].explain()
+
+
+def test_borrowing_limit_and_its_sentence() -> None:
+    quotas = {"vision": TenantQuota(guaranteed=2, borrow_limit=0)}
+    policy = TieredPolicy(TierConfig(quotas=quotas))
+    scheduler = Scheduler(Cluster.homogeneous(1, 8), policy)
+    for k in range(4):
+        scheduler.submit(training(f"v{k}", 0, 1, 100, tenant="vision"), 0)
+    scheduler.schedule(0)
+    assert policy.quotas.used == {"vision": 2}
+    assert scheduler.wait_code("v2") == "QuotaExceeded"
+    assert "tenant vision uses 2/2 guaranteed GPUs and may borrow 0 more" in (
+        scheduler.why_pending("v2", 0)
+    )
+
+
+def test_weighted_fair_share_splits_idle_gpus() -> None:
+    # 6 GPUs, both tenants ask for 6 one-GPU jobs at once; weight 2 : 1 -> 4 : 2.
+    quotas = {"a": TenantQuota(weight=2.0), "b": TenantQuota(weight=1.0)}
+    policy = TieredPolicy(TierConfig(quotas=quotas))
+    scheduler = Scheduler(Cluster.homogeneous(1, 6), policy)
+    for k in range(6):
+        scheduler.submit(training(f"a{k}", 0, 1, 100, tenant="a"), 0)
+        scheduler.submit(training(f"b{k}", 0, 1, 100, tenant="b"), 0)
+    scheduler.schedule(0)
+    assert policy.quotas.used == {"a": 4, "b": 2}
+
+
+def test_a_starving_job_holds_back_smaller_ones() -> None:
+    # 1 x 4 GPUs, starvation after 100 s. s(0, 1g, 1000) runs; big(0, 4g) waits.
+    # small jobs keep arriving; after 100 s of waiting, big gets the GPUs as they
+    # free: nothing may start ahead of it, so it starts when s ends at 1000.
+    policy = TieredPolicy(TierConfig(starve_after_s=100.0))
+    jobs = [training("s", 0, 1, 1000), training("big", 0, 4, 500)]
+    jobs += [training(f"x{k}", 200 + k, 1, 50) for k in range(3)]
+    result = simulate(jobs, Cluster.homogeneous(1, 4), policy)
+    rec = {r.id: r for r in result.records}
+    assert rec["big"].first_start == 1000
+    assert all(rec[f"x{k}"].first_start >= 1500 for k in range(3))
+
+
+def test_static_partition_keeps_classes_apart() -> None:
+    jobs = [training(f"t{k}", k, 4, 100) for k in range(4)]
+    jobs += [serving(f"i{k}", k, 1, 100) for k in range(3)]
+    placements: dict[str, set[int]] = {}
+
+    def observe(t: float, event: str, job_id: str, placement: object) -> None:
+        if event == "start" and placement is not None:
+            placements[job_id] = set(placement.node_indices)  # type: ignore[attr-defined]
+
+    simulate(jobs, Cluster.homogeneous(3, 4), make_policy("static-partition:1"), observer=observe)
+    assert all(placements[f"i{k}"] == {2} for k in range(3))
+    assert all(2 not in placements[f"t{k}"] for k in range(4))
+
+
+def test_strict_fifo_makes_inference_wait_behind_training() -> None:
+    jobs = [training("t", 0, 4, 1000), serving("i", 10, 1, 10)]
+    result = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("fifo"))
+    assert {r.id: r.first_start for r in result.records}["i"] == 1000
+
+
+def test_free_profile_backfills_a_short_job_into_a_gap() -> None:
+    # 4 GPUs; a running 4-GPU job ends at 100. Pending in order: big (4g, 50 s) ->
+    # 100..150; small (2g, 10 s) cannot use 0..100 (no free GPU) -> after big, 150.
+    # With 2 GPUs free now, small fits at once instead.
+    busy = FreeProfile.from_running(0.0, 4, [(100.0, 4)])
+    assert project_starts(busy, [("big", 4, 50.0), ("small", 2, 10.0)]) == {
+        "big": 100.0,
+        "small": 150.0,
+    }
+    half = FreeProfile.from_running(0.0, 4, [(100.0, 2)])
+    assert project_starts(half, [("big", 4, 50.0), ("small", 2, 10.0)]) == {
+        "big": 100.0,
+        "small": 0.0,
+    }
+
+
+def test_expected_starts_use_estimates_not_true_durations() -> None:
+    # r runs (est 100 s, true 10,000 s); q waits behind it. At t=40 r is expected
+    # to end at 100, so q is expected at 100; at t=150 r has outlived its
+    # estimate and is expected to run as long again (150 s more): q at 300.
+    scheduler = Scheduler(Cluster.homogeneous(1, 4), make_policy("tiered"))
+    scheduler.submit(JobSpec("r", 0, 4, 10_000, estimate=100), 0)
+    scheduler.schedule(0)
+    scheduler.submit(JobSpec("q", 40, 4, 10, estimate=10), 40)
+    scheduler.schedule(40)
+    assert scheduler.expected_starts(40) == {"q": 100.0}
+    assert scheduler.expected_starts(150) == {"q": 300.0}
+
+
+def test_checkpoint_loss_is_charged_to_the_preempted_job() -> None:
+    config = SchedulerConfig(checkpoint_s=300)
+    jobs = [training("t", 0, 1, 1000), serving("i", 700, 1, 100)]
+    # (a 1-GPU cluster: with any training reserve inference could never run)
+    policy = TieredPolicy(TierConfig(reserve_training=0.0))
+    result = simulate(jobs, Cluster.homogeneous(1, 1), policy, config)
+    rec = {r.id: r for r in result.records}
+    # stopped at 700: last checkpoint at 600 -> 100 s lost; resumes at 800 with
+    # 1000 - 700 + 100 + 40 = 440 s left -> ends 1240
+    assert (rec["t"].lost_work_s, rec["t"].end) == (100.0, 1240.0)
