@@ -221,6 +221,8 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                 "wait_reason",
                 "profiled_s",
                 "packed",
+                "lost_work_s",
+                "predicted_start",
             ]
         )
         for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
@@ -241,6 +243,8 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                     r.wait_reason,
                     f"{r.profiled_s:g}",
                     r.packed,
+                    f"{r.lost_work_s:g}",
+                    f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
                 ]
             )
 

@@ -128,17 +128,29 @@ def test_weighted_fair_share_splits_idle_gpus() -> None:
     assert policy.quotas.used == {"a": 4, "b": 2}
 
 
-def test_a_starving_job_holds_back_smaller_ones() -> None:
-    # 1 x 4 GPUs, starvation after 100 s. s(0, 1g, 1000) runs; big(0, 4g) waits.
-    # small jobs keep arriving; after 100 s of waiting, big gets the GPUs as they
-    # free: nothing may start ahead of it, so it starts when s ends at 1000.
+def test_a_starving_job_gets_nodes_drained_while_others_keep_working() -> None:
+    # 2 nodes x 4 GPUs, starvation after 100 s. Keys (estimated GPU-s): a, b 3,000 <
+    # big 4,000. a(0, 3g, 1000) -> node0 (best fit, lowest index); b(0, 3g, 1000) ->
+    # node1; big(0, 4g, 1000) waits. At the first pass after t=100 (x0's arrival),
+    # node0 (1 free GPU, tie broken by index) is drained for big.
+    # x0..x2 (1g, 50 s) arrive at 200..202 and run one after another on node1's free
+    # GPU (200, 250, 300), never on node0. a ends at 1000: big starts on node0.
     policy = TieredPolicy(TierConfig(starve_after_s=100.0))
-    jobs = [training("s", 0, 1, 1000), training("big", 0, 4, 500)]
+    jobs = [training("a", 0, 3, 1000), training("b", 0, 3, 1000), training("big", 0, 4, 1000)]
     jobs += [training(f"x{k}", 200 + k, 1, 50) for k in range(3)]
-    result = simulate(jobs, Cluster.homogeneous(1, 4), policy)
+    nodes: dict[str, tuple[int, ...]] = {}
+
+    def observe(t: float, event: str, job_id: str, placement: object) -> None:
+        if event == "start" and placement is not None:
+            nodes[job_id] = placement.node_indices  # type: ignore[attr-defined]
+
+    result = simulate(jobs, Cluster.homogeneous(2, 4), policy, observer=observe, explain="big")
     rec = {r.id: r for r in result.records}
-    assert rec["big"].first_start == 1000
-    assert all(rec[f"x{k}"].first_start >= 1500 for k in range(3))
+    assert [rec[f"x{k}"].first_start for k in range(3)] == [200, 250, 300]
+    assert all(nodes[f"x{k}"] == (1,) for k in range(3))
+    assert (rec["big"].first_start, nodes["big"]) == (1000, (0,))
+    waits = " | ".join(result.waits)
+    assert "node(s) node0 take no new training job until it fits there" in waits
 
 
 def test_static_partition_keeps_classes_apart() -> None:

@@ -1,9 +1,13 @@
 """Choosing which running jobs to preempt so that another can start.
 
-Victims are tried cheapest first, where a victim's cost is the work the
-cluster loses by stopping it: its GPUs times (seconds since its last
-checkpoint + the restore overhead). Ties go to best-effort before training
-and then to the job with the most work left (it suffers least, relatively).
+Victims are tried best-effort before training, then smallest first, then
+cheapest first, where a victim's cost is the work the cluster loses by
+stopping it: its GPUs times (seconds since its last checkpoint + the restore
+overhead); remaining ties go to the job with the most work left (it suffers
+least, relatively). Size comes before lost work because a preempted job must
+wait to start again and a wide one needs whole nodes: on ITP cluster04 with
+inference services, ranking by lost work alone preempted just-started
+32-GPU jobs for 1-GPU services and left drained nodes idle for days.
 Victims are added until the job can be placed, then any victim the placement
 does not need is dropped again. The search works on the real free-GPU index
 and undoes every change before it returns, so nothing is preempted unless the
@@ -55,6 +59,7 @@ def choose_victims(
         (victim_cost(c, now, config) for c in candidates if c.placement is not None),
         key=lambda v: (
             _TIER[v.job.spec.job_class],
+            v.job.spec.num_gpus,
             v.cost_gpu_s,
             -v.job.remaining_at(now),
             v.job.seq,

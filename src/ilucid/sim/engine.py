@@ -313,10 +313,19 @@ def simulate(
             if job_state is not None and job_state.status.value == "pending":
                 records[job_id].wait_reason = scheduler.wait_code(job_id)
                 waited += 1
-                if predict_every and waited % predict_every == 0:
+                if job_id == explain or (predict_every and waited % predict_every == 0):
                     expected = scheduler.expected_starts(now, until=job_id).get(job_id)
                     if expected is not None:
                         records[job_id].predicted_start = expected
+                        if job_id == explain:
+                            position = scheduler.policy.queue_position(job_state, now)
+                            story.append(
+                                (
+                                    now,
+                                    f"queued at position {position}; expected to start at"
+                                    f" t={expected:,.0f} (in {expected - now:,.0f} s)",
+                                )
+                            )
         arrived.clear()
         if explain is not None:
             if last_reason is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ilucid.sim.engine import JobRecord, SimResult
 
-__all__ = ["percentile", "summarize"]
+__all__ = ["percentile", "start_prediction_accuracy", "summarize"]
 
 #: Jobs shorter than this count as this long in the bounded slowdown.
 SLOWDOWN_BOUND_S = 10.0
@@ -67,4 +67,23 @@ def summarize(result: SimResult, large_above_gpus: int = 8) -> dict[str, Any]:
     summary["cluster_nodes"] = result.cluster_nodes
     summary["events"] = result.events
     summary["wall_s"] = result.wall_s
+    summary.update(start_prediction_accuracy(records))
     return summary
+
+
+def start_prediction_accuracy(records: Sequence[JobRecord]) -> dict[str, float]:
+    """How far the expected start given to waiting jobs was from their real start."""
+    sampled = [r for r in records if r.predicted_start >= 0]
+    if not sampled:
+        return {"start_predictions": 0}
+    errors = sorted(abs(r.first_start - r.predicted_start) for r in sampled)
+    relative = sorted(
+        abs(r.first_start - r.predicted_start) / max(r.first_start - r.submit, 60.0)
+        for r in sampled
+    )
+    return {
+        "start_predictions": len(errors),
+        "start_error_median_s": percentile(errors, 50),
+        "start_error_mean_s": sum(errors) / len(errors),
+        "start_error_median_relative": percentile(relative, 50),
+    }

@@ -20,14 +20,13 @@ from ilucid.core import Cluster, JobClass, JobSpec, SchedulerConfig
 from ilucid.core.policies import TierConfig, TieredPolicy, make_policy, needs_estimates
 from ilucid.sim.engine import JobRecord, SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
-from ilucid.sim.metrics import percentile
+from ilucid.sim.metrics import percentile, start_prediction_accuracy
 
 __all__ = [
     "MixedRun",
     "class_summary",
     "run_scenario",
     "size_static_partition",
-    "start_prediction_accuracy",
 ]
 
 
@@ -62,26 +61,6 @@ def class_summary(result: SimResult) -> dict[str, Any]:
     }
     summary.update(start_prediction_accuracy(result.records))
     return summary
-
-
-def start_prediction_accuracy(records: Sequence[JobRecord]) -> dict[str, float]:
-    """How far the expected start given to waiting jobs was from their real start."""
-    errors = sorted(
-        abs(r.first_start - r.predicted_start) for r in records if r.predicted_start >= 0
-    )
-    relative = sorted(
-        abs(r.first_start - r.predicted_start) / max(r.first_start - r.submit, 60.0)
-        for r in records
-        if r.predicted_start >= 0
-    )
-    if not errors:
-        return {"start_predictions": 0}
-    return {
-        "start_predictions": len(errors),
-        "start_error_median_s": percentile(errors, 50),
-        "start_error_mean_s": sum(errors) / len(errors),
-        "start_error_median_relative": percentile(relative, 50),
-    }
 
 
 @dataclass(frozen=True, slots=True)
