@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: demo test check lint typecheck imports bench bench-policies clean
+.PHONY: demo test check lint typecheck imports bench bench-policies bench-mixed clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ bench: $(STAMP)
 ## bench-policies: issue #3's table: fifo/qssf/tiresias/srtf/lucid/ilucid on Philly and ITP
 bench-policies: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/policies.py
+
+## bench-mixed: issue #4's table: tiered vs static partitioning vs FIFO with inference
+bench-mixed: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

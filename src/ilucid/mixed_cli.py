@@ -70,7 +70,13 @@ def add_mixed_command(sub: Any) -> None:
         help="default training checkpoint interval, s (1800)",
     )
     mixed.add_argument("--limit", type=int, default=None, help="first N training jobs only")
-    mixed.add_argument("--load", type=float, default=None, help="size the cluster for this load")
+    mixed.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="size 8-GPU nodes for this offered load (of the training jobs, or of all jobs"
+        " when the trace has its own inference) instead of the trace's node list",
+    )
     mixed.add_argument("--out", type=Path, default=Path("out/mixed"), help="output directory")
 
 
@@ -108,8 +114,15 @@ def run_mixed_command(args: argparse.Namespace) -> int:
     if trace.cluster is not None and args.load is None:
         cluster = trace.cluster
     else:
-        training = [j for j in trace.jobs if j.job_class is not JobClass.INFERENCE]
-        cluster = cluster_for_load(training, args.load or DEFAULT_LOAD)
+        # size for the training jobs (an overlay then adds inference on top), or for
+        # every job when the trace carries its own inference
+        has_inference = any(j.job_class is JobClass.INFERENCE for j in trace.jobs)
+        basis = (
+            trace.jobs
+            if has_inference
+            else [j for j in trace.jobs if j.job_class is not JobClass.INFERENCE]
+        )
+        cluster = cluster_for_load(list(basis), args.load or DEFAULT_LOAD)
     jobs = list(trace.jobs)
     if args.inference != "none" and not any(j.job_class is JobClass.INFERENCE for j in jobs):
         instances = load_inference(args.inference)

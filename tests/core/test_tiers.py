@@ -5,6 +5,9 @@ Notation as in test_policies_hand.py; restore overhead is 40 s (<= 8 GPUs).
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, SchedulerConfig
 from ilucid.core.expected_start import FreeProfile, project_starts
 from ilucid.core.policies import TierConfig, TieredPolicy, make_policy
@@ -212,3 +215,36 @@ def test_checkpoint_loss_is_charged_to_the_preempted_job() -> None:
     # stopped at 700: last checkpoint at 600 -> 100 s lost; resumes at 800 with
     # 1000 - 700 + 100 + 40 = 440 s left -> ends 1240
     assert (rec["t"].lost_work_s, rec["t"].end) == (100.0, 1240.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 16),
+    st.lists(st.tuples(st.integers(0, 500), st.integers(1, 4)), max_size=6),
+    st.lists(st.tuples(st.integers(1, 16), st.integers(1, 300)), min_size=1, max_size=12),
+)
+def test_projected_starts_are_the_earliest_feasible_in_order(
+    total: int, running: list[tuple[int, int]], pending: list[tuple[int, int]]
+) -> None:
+    # keep the running set within capacity
+    ends, used = [], 0
+    for end, gpus in running:
+        if used + gpus <= total:
+            ends.append((float(end), gpus))
+            used += gpus
+    requests = [(f"p{i}", min(g, total), float(d)) for i, (g, d) in enumerate(pending)]
+    starts = project_starts(FreeProfile.from_running(0.0, total, ends), requests)
+
+    # brute force: usage as a list of (start, end, gpus) intervals; each job takes the
+    # earliest candidate time (0 or an interval end) at which it fits for its duration
+    busy = [(0.0, end, gpus) for end, gpus in ends]
+
+    def fits(at: float, gpus: int, duration: float) -> bool:
+        points = {at} | {s for s, _, _ in busy if at < s < at + duration}
+        return all(sum(g for s, e, g in busy if s <= t < e) + gpus <= total for t in points)
+
+    for job_id, gpus, duration in requests:
+        candidates = sorted({0.0} | {e for _, e, _ in busy})
+        expected = next(t for t in candidates if fits(t, gpus, duration))
+        assert starts[job_id] == expected
+        busy.append((expected, expected + duration, gpus))

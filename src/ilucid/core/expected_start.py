@@ -31,6 +31,9 @@ class FreeProfile:
 
     times: list[float]
     free: list[int]
+    #: steps before this index have no free GPU: searches start here (keeps a long,
+    #: saturated queue linear instead of quadratic)
+    full_prefix: int = 0
 
     @classmethod
     def from_running(cls, now: float, total: int, ends: Iterable[tuple[float, int]]) -> FreeProfile:
@@ -53,13 +56,15 @@ class FreeProfile:
             index += 1
             self.times.insert(index, at)
             self.free.insert(index, self.free[index - 1])
+            if index < self.full_prefix:
+                self.full_prefix += 1
         return index
 
     def earliest(self, gpus: int, duration: float) -> float | None:
         """First time ``gpus`` stay free for ``duration`` seconds, or None if never."""
         times, free = self.times, self.free
         count = len(times)
-        start = 0
+        start = self.full_prefix
         while start < count:
             if free[start] < gpus:
                 start += 1
@@ -78,6 +83,9 @@ class FreeProfile:
         last = self._split(at + max(duration, 1e-6))
         for index in range(first, last):
             self.free[index] -= gpus
+        free = self.free
+        while self.full_prefix < len(free) - 1 and free[self.full_prefix] <= 0:
+            self.full_prefix += 1
 
 
 def project_starts(

@@ -182,9 +182,17 @@ def render_report(
         ("preemptions", "preemptions", lambda v: f"{v:,}"),
         ("wall_s", "wall", lambda v: f"{v:.2f} s"),
     ]
+    if any(s.get("start_predictions") for s in summaries):
+        columns.append(
+            (
+                "start_error_median_s",
+                "expected-start error (median)",
+                lambda v: "-" if v is None else _fmt_seconds(v),
+            )
+        )
     head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in columns)
     for summary in summaries:
-        cells = "".join(f"<td>{fmt(summary[key])}</td>" for key, _, fmt in columns)
+        cells = "".join(f"<td>{fmt(summary.get(key))}</td>" for key, _, fmt in columns)
         rows.append(f"<tr><th>{html.escape(summary['policy'])}</th>{cells}</tr>")
     charts = [
         _chart(

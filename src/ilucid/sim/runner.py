@@ -133,6 +133,7 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
             world=world,
             forecasts=forecasts,
             explain=explain,
+            predict_every=max(1, len(jobs) // 500),
         )
         return PolicyRun(name, result, explanation=_detail(explain, annotator, world, jobs))
     except (ValueError, RuntimeError) as exc:

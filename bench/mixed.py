@@ -1,0 +1,53 @@
+"""Issue #4's table: training + real-time inference under tiered, static partitioning, FIFO.
+
+Scenario (a): Philly and ITP cluster04 at their convention sizes plus Alibaba
+DLRM inference services thinned to 10% of the GPUs (docs/scenarios.md).
+Scenario (b): Alibaba GPU v2023 with LS pods as inference and BE pods as
+training, on 8-GPU nodes sized for an offered load of 0.85 (the trace's own
+1,213-node inventory is almost idle: 0.27% load). Each run prints its table;
+ratios are against the training-only replay measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ilucid.mixed_cli import DEFAULT_CHECKPOINT_S, run_mixed_command
+from ilucid.traces import trace_dir
+
+SCENARIOS = (
+    ("itp-04", "alibaba-dlrm", None),
+    ("philly", "alibaba-dlrm", None),
+    ("alibaba", "none", 0.85),
+)
+
+
+def main() -> int:
+    if trace_dir() is None:
+        print("bench/mixed.py needs ILUCID_TRACE_DIR (the public traces)", file=sys.stderr)
+        return 2
+    failed = 0
+    for trace, inference, load in SCENARIOS:
+        print(f"\n== {trace} + {inference} ==", flush=True)
+        args = argparse.Namespace(
+            trace=trace,
+            inference=inference,
+            share=0.10,
+            target_p99=60.0,
+            checkpoint=DEFAULT_CHECKPOINT_S,
+            limit=None,
+            load=load,
+            out=Path("out/bench-mixed") / trace,
+        )
+        try:
+            run_mixed_command(args)
+        except ValueError as exc:
+            print(f"{trace}: {exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
