@@ -3,8 +3,8 @@
 Scenario (a): Philly and ITP cluster04 at their convention sizes plus Alibaba
 DLRM inference services thinned to 10% of the GPUs (docs/scenarios.md).
 Scenario (b): Alibaba GPU v2023 with LS pods as inference and BE pods as
-training, on 8-GPU nodes sized for an offered load of 0.85 (the trace's own
-1,213-node inventory is almost idle: 0.27% load). Each run prints its table;
+training, on 8-GPU nodes sized for an offered load of 0.5 (the trace's own
+1,213-node inventory is almost idle: about 0.3% load). Each run prints its table;
 ratios are against the training-only replay measured in the same run.
 """
 
@@ -20,7 +20,7 @@ from ilucid.traces import trace_dir
 SCENARIOS = (
     ("itp-04", "alibaba-dlrm", None),
     ("philly", "alibaba-dlrm", None),
-    ("alibaba", "none", 0.85),
+    ("alibaba", "none", 0.5),
 )
 
 
@@ -35,6 +35,7 @@ def main() -> int:
             trace=trace,
             inference=inference,
             share=0.10,
+            reserve=0.2,
             target_p99=60.0,
             checkpoint=DEFAULT_CHECKPOINT_S,
             limit=None,

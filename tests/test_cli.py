@@ -235,8 +235,11 @@ def test_simulate_explain_prints_the_jobs_story(
     assert "j60 under qssf" in out and "j60 under fifo" in out
     assert "start j60" in out
     assert "estimate" in out  # qssf explains its estimate; fifo has none
+    assert "queued at position" in out and "expected to start at t=" in out
     jobs = (tmp_path / "o" / "jobs-fifo.csv").read_text().splitlines()
-    assert jobs[0].endswith("wait_reason,profiled_s,packed")
+    assert jobs[0].endswith("wait_reason,profiled_s,packed,lost_work_s,predicted_start")
+    predicted = [line.split(",")[-1] for line in jobs[1:]]
+    assert any(predicted), "a sample of waiting jobs carries its expected start"
 
 
 def test_explain_unknown_job_is_an_error(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
+from ilucid.core.policies import TierConfig
 from ilucid.sim.mixed import MixedRun, run_scenario
 from ilucid.traces import (
     DEFAULT_LOAD,
@@ -68,6 +69,12 @@ def add_mixed_command(sub: Any) -> None:
         type=float,
         default=DEFAULT_CHECKPOINT_S,
         help="default training checkpoint interval, s (1800)",
+    )
+    mixed.add_argument(
+        "--reserve",
+        type=float,
+        default=0.2,
+        help="share of GPUs inference may never take from training (0.2)",
     )
     mixed.add_argument("--limit", type=int, default=None, help="first N training jobs only")
     mixed.add_argument(
@@ -146,6 +153,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
         cluster,
         config,
         target_p99_s=args.target_p99,
+        tiers=TierConfig(reserve_training=args.reserve),
         on_step=lambda text: print(f"[{time.perf_counter() - start:5.0f} s] running {text}"),
     )
     baseline = runs[-1].summary["avg_jct_training"]

@@ -41,8 +41,9 @@ def class_summary(result: SimResult) -> dict[str, Any]:
     starts = sorted(r.queueing_delay for r in inference)
     jcts = sorted(r.jct for r in training)
     queues = sorted(r.queueing_delay for r in training)
-    first = min((r.submit for r in training), default=0.0)
-    last = max((r.submit for r in training), default=0.0)
+    # inference's share while it runs: from its first arrival to its last end
+    first = min((r.submit for r in inference), default=0.0)
+    last = max((r.end for r in inference), default=0.0)
     inference_gpu_s = sum(r.busy_gpu_seconds for r in inference)
     span = max(last - first, 1.0)
     summary: dict[str, Any] = {
@@ -110,15 +111,17 @@ def size_static_partition(
 
 
 # -- running a scenario --------------------------------------------------------------
-_task_payload: tuple[list[JobSpec], list[JobSpec], Cluster, SchedulerConfig, int] | None = None
+_task_payload: (
+    tuple[list[JobSpec], list[JobSpec], Cluster, SchedulerConfig, int, TierConfig] | None
+) = None
 
 
 def _run_task(task: tuple[str, str, bool]) -> MixedRun:
     label, policy_name, training_only = task
     assert _task_payload is not None
-    mixed, training, cluster, config, predict_every = _task_payload
+    mixed, training, cluster, config, predict_every, tiers = _task_payload
     jobs = training if training_only else mixed
-    policy = make_policy(policy_name)
+    policy = TieredPolicy(tiers) if policy_name == "tiered" else make_policy(policy_name)
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
     result = simulate(
         jobs,
@@ -139,6 +142,7 @@ def run_scenario(
     predict_every: int | None = None,
     processes: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    tiers: TierConfig | None = None,
 ) -> list[MixedRun]:
     """tiered, static partitioning sized to tiered's inference p99 (at least to
     ``target_p99_s``), strict FIFO, and training alone under tiered."""
@@ -149,7 +153,7 @@ def run_scenario(
         raise ValueError("the scenario has no training jobs")
     step = on_step or (lambda _text: None)
     every = predict_every if predict_every is not None else max(1, len(mixed) // 2000)
-    _task_payload = (mixed, training, cluster, config, every)
+    _task_payload = (mixed, training, cluster, config, every, tiers or TierConfig())
     try:
         step("tiered")
         first = _pool_map(
@@ -159,11 +163,17 @@ def run_scenario(
         tiered_p99 = first[0].summary["p99_tts"]
         target = min(target_p99_s, tiered_p99) if tiered_p99 == tiered_p99 else target_p99_s
         step(f"sizing the static partition for inference p99 <= {target:.0f} s")
-        nodes, _ = size_static_partition(mixed, cluster, target, config)
+        try:
+            nodes, _ = size_static_partition(mixed, cluster, target, config)
+            label = f"static partition ({nodes} nodes)"
+        except ValueError as exc:  # no partition reaches the target: show the widest one
+            step(str(exc))
+            nodes = len(cluster) - 1
+            label = f"static partition ({nodes} nodes, misses target)"
         step(f"static-partition:{nodes} and fifo")
         second = _pool_map(
             [
-                (f"static partition ({nodes} nodes)", f"static-partition:{nodes}", False),
+                (label, f"static-partition:{nodes}", False),
                 ("strict fifo", "fifo", False),
             ],
             processes,

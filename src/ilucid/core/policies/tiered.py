@@ -317,8 +317,11 @@ class TieredPolicy:
         for tenant, entries in list(self._pending.items()):
             if book.quota(tenant).guaranteed <= 0:
                 continue
+            hopeless = 1 << 30  # no borrower could make room for this many GPUs
             for entry in list(entries[: self.config.scan_depth]):
                 job = self._jobs[entry[2]]
+                if job.spec.num_gpus >= hopeless:
+                    continue
                 if not book.within_guarantee(tenant, job.spec.num_gpus):
                     continue
                 if self._start_training(step, job, f"within tenant {tenant}'s guaranteed quota"):
@@ -332,6 +335,7 @@ class TieredPolicy:
                     job.spec, lenders, step.free, step.placer, step.now, step.config
                 )
                 if victims is None:
+                    hopeless = min(hopeless, job.spec.num_gpus)
                     continue
                 used = book.used.get(tenant, 0)
                 for victim in victims:
