@@ -466,6 +466,7 @@ HAND_TESTED = {
     "qssf",
     "lucid",
     "ilucid",
+    "tiered",  # and static-partition:N: tests/core/test_tiers.py
 }
 
 
