@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ilucid.core import Cluster, JobClass, JobSpec, Node
+from ilucid.core.fractional import PodRequest, ShareNode
 from ilucid.traces.reader import Row, TraceError, read_rows
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Trace",
     "load_alibaba",
     "load_alibaba_nodes",
+    "load_alibaba_share",
     "load_generic",
     "load_helios",
     "load_itp",
@@ -281,3 +283,55 @@ def load_generic(path: Path) -> Trace:
             )
         )
     return Trace(path.stem, jobs, str(path), skipped=skipped)
+
+
+def load_alibaba_share(pods: Path, nodes: Path) -> tuple[list[PodRequest], list[ShareNode]]:
+    """Alibaba v2023 pods and GPU nodes with CPU, memory and fractional GPU requests.
+
+    For the fragmentation study (docs/fragmentation.md): every pod that asks
+    for a GPU, in file order, whether or not it ever ran (the study packs
+    requests, it does not replay time; the re-weighted variants are not in
+    time order); ``gpu_spec`` (e.g. ``V100M16|V100M32``)
+    becomes the set of GPU models the pod accepts.
+    """
+    node_list: list[ShareNode] = []
+    for row in read_rows(nodes, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+        gpus = row.integer("gpu")
+        if gpus > 0:
+            node_list.append(
+                ShareNode(
+                    row.text("sn"),
+                    row.integer("cpu_milli"),
+                    row.integer("memory_mib"),
+                    gpus,
+                    row.text("model"),
+                )
+            )
+    if not node_list:
+        raise TraceError(nodes, None, "gpu", "no node has a GPU")
+    requests: list[PodRequest] = []
+    seen: set[str] = set()
+    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+    for row in read_rows(pods, required):
+        name = row.text("name")
+        if name in seen:
+            raise row.error("name", f"duplicate pod {name!r}")
+        seen.add(name)
+        gpus = row.integer("num_gpu")
+        if gpus == 0:
+            continue
+        milli = row.integer("gpu_milli") if gpus == 1 else 1000
+        if not 0 < milli <= 1000:
+            raise row.error("gpu_milli", f"must be in 1..1000, got {milli}")
+        spec = row.values.get("gpu_spec", "").strip()
+        requests.append(
+            PodRequest(
+                name,
+                row.integer("cpu_milli"),
+                row.integer("memory_mib"),
+                gpus,
+                milli,
+                frozenset(spec.split("|")) if spec else None,
+            )
+        )
+    return requests, node_list

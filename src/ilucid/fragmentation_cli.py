@@ -1,0 +1,117 @@
+"""``ilucid fragmentation``: best-fit vs worst-fit vs fragmentation-aware packing (issue 5)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ilucid.core.fractional import POLICIES
+from ilucid.sim.fragmentation import PackingOutcome, inflate, never_fits
+from ilucid.traces import TraceError, trace_dir
+from ilucid.traces.formats import load_alibaba_share
+
+__all__ = ["add_fragmentation_command", "run_fragmentation_command"]
+
+ALIBABA_DIR = "alibaba-gpu-v2023"
+NODES_FILE = "openb_node_list_gpu_node.csv"
+DEFAULT_VARIANTS = "default,gpushare100,gpuspec33"
+
+
+def add_fragmentation_command(sub: Any) -> None:
+    frag = sub.add_parser(
+        "fragmentation",
+        help="pack Alibaba v2023 pods until full: best-fit vs worst-fit vs fragmentation-aware",
+        description="See docs/fragmentation.md. Needs ILUCID_TRACE_DIR (or --pods/--nodes).",
+    )
+    frag.add_argument(
+        "--variants",
+        default=DEFAULT_VARIANTS,
+        help="pod lists openb_pod_list_<variant>.csv: default, gpushare20..100,"
+        f" gpuspec05..33, or 'all' ({DEFAULT_VARIANTS})",
+    )
+    frag.add_argument("--nodes", type=Path, help="node list (default: the trace's GPU nodes)")
+    frag.add_argument("--pods", type=Path, help="one pod list instead of --variants")
+    frag.add_argument("--until", type=float, default=1.0, help="requests / capacity to stop at")
+    frag.add_argument("--out", type=Path, default=Path("out/fragmentation"))
+
+
+def _variant_files(args: argparse.Namespace) -> tuple[list[tuple[str, Path]], Path]:
+    if args.pods is not None:
+        if args.nodes is None:
+            raise ValueError("--pods needs --nodes")
+        return [(args.pods.stem, args.pods)], args.nodes
+    directory = trace_dir()
+    if directory is None:
+        raise ValueError("set ILUCID_TRACE_DIR to the public traces, or give --pods and --nodes")
+    folder = directory / ALIBABA_DIR
+    if args.variants == "all":
+        files = sorted(folder.glob("openb_pod_list_*.csv"))
+        pairs = [(f.stem.removeprefix("openb_pod_list_"), f) for f in files]
+    else:
+        pairs = [
+            (v, folder / f"openb_pod_list_{v}.csv") for v in args.variants.split(",") if v.strip()
+        ]
+    for name, path in pairs:
+        if not path.exists():
+            raise TraceError(path, None, None, f"variant {name!r} not found")
+    return pairs, args.nodes or folder / NODES_FILE
+
+
+def _run(task: tuple[str, Path, Path, str, float]) -> tuple[str, PackingOutcome, int]:
+    variant, pods_path, nodes_path, policy, until = task
+    pods, nodes = load_alibaba_share(pods_path, nodes_path)
+    left_out = sum(1 for p in pods if never_fits(p, nodes))
+    return variant, inflate(pods, nodes, policy, until), left_out
+
+
+def run_fragmentation_command(args: argparse.Namespace) -> int:
+    pairs, nodes_path = _variant_files(args)
+    tasks = [(v, path, nodes_path, policy, args.until) for v, path in pairs for policy in POLICIES]
+    workers = min(len(tasks), os.cpu_count() or 1)
+    print(f"packing {len(pairs)} pod list(s) x {len(POLICIES)} policies on {nodes_path.name}")
+    if workers > 1:
+        with mp.get_context("fork").Pool(workers) as pool:
+            results = []
+            for done, result in enumerate(pool.imap(_run, tasks), start=1):
+                results.append(result)
+                print(f"  [{done}/{len(tasks)}] {result[0]} {result[1].policy}", flush=True)
+    else:
+        results = [_run(t) for t in tasks]
+    print(
+        f"{'variant':12} {'policy':10} {'allocated':>9} {'unalloc GPUs':>12}"
+        f" {'at 1st fail':>11} {'1st fail at':>11} {'failed pods':>11} {'wall s':>7}"
+    )
+    table: dict[str, dict[str, Any]] = {}
+    for variant, outcome, left_out in results:
+        print(
+            f"{variant:12} {outcome.policy:10} {outcome.allocated_share:9.2%}"
+            f" {outcome.unallocated_end:12,.1f} {outcome.first_failure_unallocated:11,.1f}"
+            f" {outcome.first_failure_requested:11.1%} {outcome.pods_failed:11,}"
+            f" {outcome.wall_s:7.1f}"
+        )
+        row = asdict(outcome)
+        row.update(
+            allocated_share=outcome.allocated_share,
+            unallocated_end=outcome.unallocated_end,
+            never_fit=left_out,
+        )
+        table.setdefault(variant, {})[outcome.policy] = row
+    for variant, rows in table.items():
+        fgd_first = rows["fgd"]["first_failure_unallocated"]
+        best_first = rows["best-fit"]["first_failure_unallocated"]
+        verdict = "fewer" if fgd_first < best_first else "NOT fewer"
+        print(
+            f"{variant}: fgd leaves {verdict} unallocated GPUs than best-fit at the first"
+            f" failure ({fgd_first:,.1f} vs {best_first:,.1f}); when requests reach"
+            f" {args.until:g} x capacity {rows['fgd']['unallocated_end']:,.1f}"
+            f" vs {rows['best-fit']['unallocated_end']:,.1f}"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fragmentation.json").write_text(json.dumps(table, indent=2) + "\n")
+    print(f"wrote {args.out / 'fragmentation.json'}")
+    return 0
