@@ -9,6 +9,7 @@ from ilucid.core.model import (
     JobSpec,
     Node,
     Placement,
+    PoolSpec,
     ProfileReport,
 )
 from ilucid.core.policies import POLICIES, make_policy
@@ -27,6 +28,7 @@ __all__ = [
     "Node",
     "Placement",
     "Policy",
+    "PoolSpec",
     "ProfileReport",
     "ProfilingPolicy",
     "Reason",

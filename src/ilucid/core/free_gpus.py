@@ -43,11 +43,14 @@ class FreeGpus:
         self.types: tuple[str, ...] = tuple(sorted({n.gpu_type for n in cluster.nodes}))
         self.uniform = len({n.num_gpus for n in cluster.nodes}) == 1
         self._top = cluster.max_gpus_per_node + 1
-        self.pool_of: list[str] = [MAIN_POOL] * len(cluster.nodes)
-        self.pool_free: dict[str, int] = {MAIN_POOL: self.free_total}
+        # a node's ``pool`` label places it (e.g. ``cloud``); unlabelled nodes are on-prem
+        self.pool_of: list[str] = [n.labels.get("pool", MAIN_POOL) for n in cluster.nodes]
+        self.pool_free: dict[str, int] = {MAIN_POOL: 0}
         self._buckets: dict[tuple[str, str], list[set[int]]] = {}
         for index, node in enumerate(cluster.nodes):
-            self._bucket(MAIN_POOL, node.gpu_type)[node.num_gpus].add(index)
+            pool = self.pool_of[index]
+            self._bucket(pool, node.gpu_type)[node.num_gpus].add(index)
+            self.pool_free[pool] = self.pool_free.get(pool, 0) + node.num_gpus
 
     def _bucket(self, pool: str, gpu_type: str) -> list[set[int]]:
         key = (pool, gpu_type)

@@ -84,7 +84,9 @@ class JobState:
             return self.attained + self.spec.num_gpus * (now - self.since)
         return self.attained
 
-    def start(self, placement: Placement, now: float) -> None:
+    def start(self, placement: Placement, now: float, startup: float = 0.0) -> None:
+        """Run on ``placement``; ``startup`` seconds pass before it makes progress."""
+        self.remaining += startup
         self.status = JobStatus.RUNNING
         self.placement = placement
         self.since = now

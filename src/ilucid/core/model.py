@@ -18,6 +18,7 @@ __all__ = [
     "JobSpec",
     "Node",
     "Placement",
+    "PoolSpec",
     "ProfileReport",
 ]
 
@@ -175,3 +176,21 @@ class Forecast:
 
     jobs: float
     gpu_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """A pool of nodes (label ``pool`` on a node) and what using it costs.
+
+    On-prem capacity is the ``main`` pool; a cloud pool has a price per
+    GPU-hour and a start-up delay (provisioning, image pull) before a job
+    placed there makes progress.
+    """
+
+    name: str
+    cost_per_gpu_hour: float = 0.0
+    startup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cost_per_gpu_hour < 0 or self.startup_s < 0:
+            raise ValueError(f"pool {self.name}: cost and start-up delay must be >= 0")

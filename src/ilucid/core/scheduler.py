@@ -9,7 +9,7 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from ilucid.core.model import (
     Forecast,
     JobSpec,
     Placement,
+    PoolSpec,
     ProfileReport,
 )
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
@@ -48,6 +49,12 @@ class SchedulerConfig:
 
     overhead: RestoreOverhead = field(default_factory=RestoreOverhead)
     checkpoint_s: float | None = None
+    #: pools other than on-prem ``main`` (nodes labelled ``pool=<name>``) and their prices
+    pools: Mapping[str, PoolSpec] = field(default_factory=dict)
+    #: what an hour of waiting is worth per GPU (same currency as pool prices); a job
+    #: that cannot start on-prem bursts to a paid pool when its expected on-prem wait
+    #: is worth more than the extra cost. None: never burst.
+    value_of_wait: float | None = None
 
     def checkpoint_of(self, job: JobSpec) -> float | None:
         return job.checkpoint_s if job.checkpoint_s is not None else self.checkpoint_s
@@ -64,12 +71,14 @@ class SchedulingPass:
     sees it) and recorded as a decision.
     """
 
-    __slots__ = ("_scheduler", "decisions", "now")
+    __slots__ = ("_ends", "_scheduler", "decisions", "now", "waiting_gpus")
 
     def __init__(self, scheduler: Scheduler, now: float) -> None:
         self._scheduler = scheduler
         self.now = now
         self.decisions: list[Decision] = []
+        self.waiting_gpus = 0  # GPUs of jobs that failed to start on-prem earlier in this pass
+        self._ends: list[tuple[float, int]] | None = None
 
     @property
     def free(self) -> FreeGpus:
@@ -92,21 +101,86 @@ class SchedulingPass:
         with :meth:`Scheduler.profiled` when the limit is reached.
         """
         placement = self._scheduler.placer.place(job.spec, self._scheduler.free, pool)
-        if placement is None:
-            return False
-        self.start(job, placement, why, limit_s)
-        return True
+        if placement is not None:
+            self.start(job, placement, why, limit_s)
+            return True
+        bursting = self._scheduler.config.value_of_wait is not None
+        if pool == MAIN_POOL and limit_s is None and bursting:
+            if self._burst(job, why):
+                return True
+            self.waiting_gpus += job.spec.num_gpus
+        return False
+
+    def _burst(self, job: JobState, why: str) -> bool:
+        """Start ``job`` in a paid pool when its expected on-prem wait is worth the price."""
+        config = self._scheduler.config
+        assert config.value_of_wait is not None
+        wait_h = self.expected_onprem_wait(self.waiting_gpus + job.spec.num_gpus) / 3600.0
+        run_h = job.spec.expected_duration / 3600.0
+        for spec in sorted(config.pools.values(), key=lambda p: p.cost_per_gpu_hour):
+            cost = spec.cost_per_gpu_hour * (run_h + spec.startup_s / 3600.0)
+            worth = config.value_of_wait * wait_h
+            if worth < cost:
+                continue
+            placement = self._scheduler.placer.place(job.spec, self._scheduler.free, spec.name)
+            if placement is None:
+                continue
+            reason = Reason(
+                "Burst",
+                f"{why}; on-prem wait expected {wait_h:.1f} h, worth {worth:.2f} per GPU at"
+                f" {config.value_of_wait:g}/GPU-h, more than {cost:.2f} per GPU in pool"
+                f" {spec.name} ({spec.cost_per_gpu_hour:g}/GPU-h, {spec.startup_s:g} s start-up)",
+                {"startup_s": spec.startup_s, "wait_h": wait_h, "cost_per_gpu": cost},
+            )
+            self.start(job, placement, why, startup_s=spec.startup_s, reason=reason)
+            return True
+        return False
+
+    def expected_onprem_wait(self, gpus: int) -> float:
+        """Seconds until ``gpus`` on-prem GPUs are expected free (running jobs' estimates)."""
+        scheduler = self._scheduler
+        free = scheduler.free.pool_free.get(MAIN_POOL, 0)
+        if free >= gpus:
+            return 0.0
+        if self._ends is None:
+            pool_of = scheduler.free.pool_of
+            self._ends = sorted(
+                (
+                    self.now + expected_remaining(j.spec.expected_duration, _ran(j, self.now)),
+                    j.placement.num_gpus,
+                )
+                for j in scheduler.jobs.values()
+                if j.status is JobStatus.RUNNING
+                and j.placement is not None
+                and j.placement.parts
+                and pool_of[j.placement.parts[0][0]] == MAIN_POOL
+            )
+        for end, count in self._ends:
+            free += count
+            if free >= gpus:
+                return end - self.now
+        return float("inf")
 
     def start(
-        self, job: JobState, placement: Placement, why: str, limit_s: float | None = None
+        self,
+        job: JobState,
+        placement: Placement,
+        why: str,
+        limit_s: float | None = None,
+        startup_s: float = 0.0,
+        reason: Reason | None = None,
     ) -> None:
         scheduler = self._scheduler
         scheduler.free.take(placement)
-        job.start(placement, self.now)
+        job.start(placement, self.now, startup_s)
         scheduler.policy.on_started(job, self.now)
         self.decisions.append(
             Decision(
-                Action.START, job.spec.id, placement, (Reason("Scheduled", why),), limit_s=limit_s
+                Action.START,
+                job.spec.id,
+                placement,
+                (reason or Reason("Scheduled", why),),
+                limit_s=limit_s,
             )
         )
 

@@ -86,6 +86,7 @@ class JobRecord:
     packed: int = 0  # times this job started on GPUs it shares
     wait_reason: str = ""  # why it did not start at once (a countable code)
     lost_work_s: float = 0.0  # solo-seconds of work redone after preemptions
+    startup_s: float = 0.0  # provisioning delays paid in paid pools
     predicted_start: float = -1.0  # expected start the core gave while it waited (sampled)
 
     @property
@@ -126,6 +127,7 @@ class SimResult:
     tuner_log: list[Any] = field(default_factory=list)  # tuner actions, when the policy has one
     story: list[tuple[float, str]] = field(default_factory=list)  # decisions on the explained job
     waits: dict[str, float] = field(default_factory=dict)  # its reasons for waiting -> seconds
+    pool_gpu_seconds: dict[str, float] = field(default_factory=dict)  # GPUs held x time, by pool
 
 
 def simulate(
@@ -171,11 +173,17 @@ def simulate(
     tiebreak = 0
     busy_total = 0.0
 
+    pool_of_node = [n.labels.get("pool", "main") for n in nodes]
+    pool_gpu_s: dict[str, float] = {}
+    pool_of_job: dict[str, str] = {}
+
     def settle(job_id: str, now: float) -> None:
         ran = now - since[job_id]
         if ran > 0:
             rec = records[job_id]
             rec.busy_gpu_seconds += ran * rec.num_gpus
+            pool = pool_of_job.get(job_id, "main")
+            pool_gpu_s[pool] = pool_gpu_s.get(pool, 0.0) + ran * rec.num_gpus
             done_work = ran * rate[job_id]
             rec.work_done += done_work
             work[job_id] = max(0.0, work[job_id] - done_work)
@@ -281,6 +289,7 @@ def simulate(
                 annotator.on_finish(finished.spec, now)
             cut_at.pop(job_id, None)
             del work[job_id], since[job_id], version[job_id], rate[job_id], specs[job_id]
+            pool_of_job.pop(job_id, None)
             done += 1
             events += 1
         while next_job < n_jobs and jobs[next_job].submit_time <= now:
@@ -356,6 +365,12 @@ def simulate(
                     rec.main_start = now
                 since[job_id] = now
                 rate[job_id] = 1.0
+                if decision.placement.parts:
+                    pool_of_job[job_id] = pool_of_node[decision.placement.parts[0][0]]
+                startup = decision.reasons[0].numbers.get("startup_s", 0.0)
+                if startup:  # a paid pool's provisioning: held, no progress yet
+                    work[job_id] += startup
+                    rec.startup_s += startup
                 if decision.limit_s is not None:
                     cut_at[job_id] = now + decision.limit_s
                 if decision.shares_with is not None:
@@ -397,6 +412,7 @@ def simulate(
         tuner_log=list(getattr(policy, "tuner_log", [])),
         story=story,
         waits=waits,
+        pool_gpu_seconds=pool_gpu_s,
     )
 
 

@@ -1,0 +1,94 @@
+"""``ilucid hybrid``: on-prem first, burst to a paid cloud pool when waiting costs more."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ilucid.core import PoolSpec, SchedulerConfig
+from ilucid.core.placement import never_placeable
+from ilucid.sim.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
+from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace
+
+__all__ = ["add_hybrid_command", "run_hybrid_command"]
+
+
+def _values(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,10, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError("give one or more values >= 0")
+    return values
+
+
+def add_hybrid_command(sub: Any) -> None:
+    hybrid = sub.add_parser(
+        "hybrid",
+        help="on-prem cluster plus a paid cloud pool: JCT and cost at values of waiting time",
+    )
+    hybrid.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
+    hybrid.add_argument(
+        "--onprem-load",
+        type=float,
+        default=1.0,
+        help="size the on-prem 8-GPU nodes for this offered load (1.0: just enough on average)",
+    )
+    hybrid.add_argument("--cloud-nodes", type=int, default=None, help="cloud nodes (25%% more)")
+    hybrid.add_argument("--cloud-cost", type=float, default=2.5, help="price per GPU-hour (2.5)")
+    hybrid.add_argument("--startup", type=float, default=300.0, help="cloud start-up s (300)")
+    hybrid.add_argument(
+        "--value-of-wait",
+        type=_values,
+        default=[1.0, 10.0],
+        help="what an hour of waiting is worth per GPU, comma-separated (1,10)",
+    )
+    hybrid.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
+    hybrid.add_argument("--limit", type=int, default=None, help="first N jobs only")
+    hybrid.add_argument("--out", type=Path, default=Path("out/hybrid"))
+
+
+_COLUMNS = (
+    ("avg_jct", "mean JCT s", "{:,.0f}"),
+    ("p99_queue", "p99 queue s", "{:,.0f}"),
+    ("main_gpu_hours", "on-prem GPU-h", "{:,.0f}"),
+    (f"{CLOUD_POOL}_gpu_hours", "cloud GPU-h", "{:,.0f}"),
+    (f"{CLOUD_POOL}_cost", "cloud cost", "{:,.0f}"),
+    ("burst_jobs", "burst jobs", "{:,}"),
+    ("wall_s", "wall s", "{:.1f}"),
+)
+
+
+def run_hybrid_command(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace).limit(args.limit)
+    onprem = cluster_for_load(trace.jobs, args.onprem_load or DEFAULT_LOAD)
+    cloud_nodes = (
+        args.cloud_nodes if args.cloud_nodes is not None else max(1, math.ceil(len(onprem) / 4))
+    )
+    cluster = hybrid_cluster(onprem, cloud_nodes)
+    jobs = [j for j in trace.jobs if j.id not in never_placeable(trace.jobs, onprem)]
+    pool = PoolSpec(CLOUD_POOL, args.cloud_cost, args.startup)
+    config = SchedulerConfig(pools={CLOUD_POOL: pool})
+    print(
+        f"hybrid: {args.trace} ({len(jobs):,} jobs) on {len(onprem)} on-prem nodes (load"
+        f" {args.onprem_load:g}) + {cloud_nodes} cloud nodes at {args.cloud_cost:g}/GPU-h,"
+        f" {args.startup:g} s start-up; policy {args.policy}"
+    )
+    runs = run_hybrid(jobs, cluster, config, [None, *args.value_of_wait], args.policy)
+    header = f"{'run':28}" + "".join(f" {title:>14}" for _, title, _ in _COLUMNS)
+    print(header)
+    for run in runs:
+        cells = "".join(f" {fmt.format(run.summary[key]):>14}" for key, _, fmt in _COLUMNS)
+        print(f"{run.label:28}{cells}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        run.label: {k: v for k, v in run.summary.items() if not isinstance(v, float) or v == v}
+        for run in runs
+    }
+    (args.out / "hybrid.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {args.out / 'hybrid.json'}")
+    return 0
