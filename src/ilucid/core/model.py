@@ -62,6 +62,8 @@ class JobSpec:
     shape: tuple[int, ...] | None = None
     estimate: float | None = None
     checkpoint_s: float | None = None
+    #: GPU types to try first, best first (a soft preference; ``gpu_type`` is hard)
+    preferred_gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.checkpoint_s is not None and self.checkpoint_s <= 0:

@@ -115,6 +115,16 @@ class ConsolidatingPlacer:
         if need > free.pool_free.get(pool, 0):
             return None
         types = self._types(job, free)
+        for preferred in job.preferred_gpu_types:  # soft: first the types it runs fastest on
+            if preferred in free.types and (types is None or preferred in types):
+                placement = self._place_on(need, (preferred,), free, pool)
+                if placement is not None:
+                    return placement
+        return self._place_on(need, types, free, pool)
+
+    def _place_on(
+        self, need: int, types: tuple[str, ...] | None, free: FreeGpus, pool: str
+    ) -> Placement | None:
         node = free.best_fit(need, types, pool)
         if node is not None:
             return Placement(((node, need),))
@@ -163,7 +173,21 @@ class ConsolidatingPlacer:
     def explain(self, job: JobSpec, placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
         nodes = free.cluster.nodes
         left = sum(free.free[i] for i in placement.node_indices)
+        preference: tuple[ScorePart, ...] = ()
+        if job.preferred_gpu_types:
+            got = nodes[placement.parts[0][0]].gpu_type if placement.parts else "none"
+            rank = job.preferred_gpu_types.index(got) + 1 if got in job.preferred_gpu_types else 0
+            preference = (
+                ScorePart(
+                    "gpu-type",
+                    float(-rank if rank else -len(job.preferred_gpu_types) - 1),
+                    f"on {got}, preference #{rank} of {', '.join(job.preferred_gpu_types)}"
+                    if rank
+                    else f"on {got}: none of {', '.join(job.preferred_gpu_types)} had room",
+                ),
+            )
         return (
+            *preference,
             ScorePart(
                 "consolidation",
                 -float(len(placement.parts)),

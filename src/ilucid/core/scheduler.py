@@ -26,8 +26,15 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
+from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 
 __all__ = ["Policy", "ProfilingPolicy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
+
+
+def default_placer(cluster: Cluster) -> Placer:
+    """Topology-aware when nodes carry NVLink or rack labels, else consolidating."""
+    labelled = any(level in n.labels for n in cluster.nodes for level in TOPOLOGY_LEVELS)
+    return TopologyPlacer() if labelled else ConsolidatingPlacer()
 
 
 def _ran(job: JobState, now: float) -> float:
@@ -278,7 +285,7 @@ class Scheduler:
     ) -> None:
         self.cluster = cluster
         self.policy = policy
-        self.placer: Placer = placer or ConsolidatingPlacer()
+        self.placer: Placer = placer or default_placer(cluster)
         self.config = config or SchedulerConfig()
         self.free = FreeGpus(cluster)
         self.jobs: dict[str, JobState] = {}
