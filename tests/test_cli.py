@@ -324,3 +324,32 @@ def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:
     result = run_cli("mixed", "--trace", str(training), "--share", "1.5")
     assert result.returncode == 2
     assert "--share must be in (0, 1)" in result.stderr
+
+
+def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path / "t.csv", [f"j{k},{30 * k},{1 + k % 8},{3000 + 200 * (k % 7)}" for k in range(80)]
+    )
+    out = tmp_path / "hyb"
+    result = run_cli(
+        "hybrid",
+        "--trace",
+        str(trace),
+        "--onprem-load",
+        "20",  # a short arrival span: 3 on-prem nodes for long jobs
+        "--cloud-nodes",
+        "2",
+        "--value-of-wait",
+        "0.01,1000",
+        "--policy",
+        "fifo",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    runs = json.loads((out / "hybrid.json").read_text())
+    never, cheap, dear = (runs[k] for k in runs)
+    assert never["cloud_gpu_hours"] == 0 and never["burst_jobs"] == 0
+    assert dear["burst_jobs"] > 0 and dear["cloud_cost"] > 0
+    assert cheap["cloud_gpu_hours"] <= dear["cloud_gpu_hours"]
+    assert dear["avg_jct"] < never["avg_jct"]

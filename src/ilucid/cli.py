@@ -17,6 +17,7 @@ from ilucid.core.placement import never_placeable
 from ilucid.core.policies import PROFILING_POLICIES, is_known
 from ilucid.estimators.profiles import profile_dir
 from ilucid.fragmentation_cli import add_fragmentation_command, run_fragmentation_command
+from ilucid.hetero_cli import add_hetero_command, run_hetero_command
 from ilucid.hybrid_cli import add_hybrid_command, run_hybrid_command
 from ilucid.mixed_cli import add_mixed_command, run_mixed_command
 from ilucid.model_cli import add_model_commands, run_model_command
@@ -177,6 +178,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_mixed_command(sub)
     add_fragmentation_command(sub)
     add_hybrid_command(sub)
+    add_hetero_command(sub)
     sub.add_parser("policies", help="list the scheduling policies")
     sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
     return parser
@@ -409,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_fragmentation_command(args)
         if args.command == "hybrid":
             return run_hybrid_command(args)
+        if args.command == "hetero":
+            return run_hetero_command(args)
         if args.command == "policies":
             for name in POLICIES:
                 print(name)

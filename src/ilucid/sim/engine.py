@@ -50,6 +50,10 @@ class World:
     def pair_speed(self, a: JobSpec, b: JobSpec) -> tuple[float, float]:
         return 1.0, 1.0
 
+    def speed(self, spec: JobSpec, gpu_type: str) -> float:
+        """Progress per second on ``gpu_type`` relative to the trace's recorded speed."""
+        return 1.0
+
 
 class Annotator(Protocol):
     """Adds what a driver knows at submission (e.g. a duration estimate) to a job."""
@@ -167,6 +171,7 @@ def simulate(
     work: dict[str, float] = {}  # solo-seconds of work left as of since[job] (the truth)
     since: dict[str, float] = {}
     rate: dict[str, float] = {}  # progress per second: 1 alone, less when packed
+    base_rate: dict[str, float] = {}  # progress per second alone on its GPU type
     cut_at: dict[str, float] = {}  # end of a bounded (profiling) run
     version: dict[str, int] = {}
     events_heap: list[tuple[float, int, str, int, int]] = []  # time, tiebreak, id, version, kind
@@ -283,13 +288,14 @@ def simulate(
             finished = scheduler.finish(job_id, now)
             if partner is not None:  # the partner runs alone again, at full speed
                 settle(partner, now)
-                rate[partner] = 1.0
+                rate[partner] = base_rate[partner]
                 plan(partner, now)
             if annotator is not None:
                 annotator.on_finish(finished.spec, now)
             cut_at.pop(job_id, None)
             del work[job_id], since[job_id], version[job_id], rate[job_id], specs[job_id]
             pool_of_job.pop(job_id, None)
+            base_rate.pop(job_id, None)
             done += 1
             events += 1
         while next_job < n_jobs and jobs[next_job].submit_time <= now:
@@ -366,7 +372,14 @@ def simulate(
                 since[job_id] = now
                 rate[job_id] = 1.0
                 if decision.placement.parts:
-                    pool_of_job[job_id] = pool_of_node[decision.placement.parts[0][0]]
+                    first_node = decision.placement.parts[0][0]
+                    pool_of_job[job_id] = pool_of_node[first_node]
+                    # a gang runs at the pace of its slowest GPU type
+                    rate[job_id] = min(
+                        world.speed(specs[job_id], nodes[i].gpu_type)
+                        for i, _ in decision.placement.parts
+                    )
+                base_rate[job_id] = rate[job_id]
                 startup = decision.reasons[0].numbers.get("startup_s", 0.0)
                 if startup:  # a paid pool's provisioning: held, no progress yet
                     work[job_id] += startup
@@ -377,7 +390,7 @@ def simulate(
                     other = decision.shares_with
                     mine, theirs = world.pair_speed(specs[job_id], specs[other])
                     settle(other, now)
-                    rate[job_id], rate[other] = mine, theirs
+                    rate[job_id], rate[other] = mine * base_rate[job_id], theirs * base_rate[other]
                     rec.packed += 1
                     plan(other, now)
                 plan(job_id, now)

@@ -1,0 +1,64 @@
+"""``ilucid hetero``: a cluster of mixed GPU types with Gavel's per-type speeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ilucid.core.placement import never_placeable
+from ilucid.estimators.profiles import profile_dir
+from ilucid.sim.gavel_world import GavelWorld
+from ilucid.sim.hetero import mixed_type_cluster, run_hetero
+from ilucid.traces import cluster_for_load, load_trace
+
+__all__ = ["add_hetero_command", "run_hetero_command"]
+
+
+def add_hetero_command(sub: Any) -> None:
+    hetero = sub.add_parser(
+        "hetero",
+        help="mixed GPU types with Gavel's measured speeds: type-blind vs type-aware placement",
+    )
+    hetero.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
+    hetero.add_argument("--types", default="V100,P100,K80", help="GPU types, round-robin")
+    hetero.add_argument(
+        "--load",
+        type=float,
+        default=0.6,
+        help="size nodes for this load in reference-type (V100) work (0.6: slower types"
+        " make the real load higher)",
+    )
+    hetero.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
+    hetero.add_argument("--limit", type=int, default=None, help="first N jobs only")
+    hetero.add_argument("--out", type=Path, default=Path("out/hetero"))
+
+
+def run_hetero_command(args: argparse.Namespace) -> int:
+    profiles = profile_dir()
+    if profiles is None:
+        raise ValueError("set ILUCID_PROFILE_DIR (or ILUCID_TRACE_DIR) to find ../shared/profiles")
+    world = GavelWorld.from_directory(profiles)
+    trace = load_trace(args.trace).limit(args.limit)
+    sized = cluster_for_load(trace.jobs, args.load)
+    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    cluster = mixed_type_cluster(len(sized), types)
+    jobs = [j for j in trace.jobs if j.id not in never_placeable(trace.jobs, cluster)]
+    print(
+        f"hetero: {args.trace} ({len(jobs):,} jobs) on {len(cluster)} nodes x 8 GPUs of"
+        f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs"
+    )
+    runs = run_hetero(jobs, cluster, world, args.policy)
+    print(f"{'run':34} {'mean JCT s':>11} {'p99 queue s':>12} {'mean speed':>10} {'wall s':>7}")
+    for run in runs:
+        s = run.summary
+        print(
+            f"{run.label:34} {s['avg_jct']:11,.0f} {s['p99_queue']:12,.0f}"
+            f" {s['mean_speed']:10.3f} {s['wall_s']:7.1f}"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "hetero.json").write_text(
+        json.dumps({r.label: r.summary for r in runs}, indent=2, default=str) + "\n"
+    )
+    return 0
