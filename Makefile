@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: demo test check lint typecheck imports bench bench-policies bench-mixed clean
+.PHONY: demo test check lint typecheck imports bench bench-policies bench-mixed bench-placement clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench-policies: $(STAMP)
 ## bench-mixed: issue #4's table: tiered vs static partitioning vs FIFO with inference
 bench-mixed: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed.py
+
+## bench-placement: issue #5: fragmentation table, hybrid cost/wait, per-type speeds
+bench-placement: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

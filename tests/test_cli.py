@@ -236,6 +236,7 @@ def test_simulate_explain_prints_the_jobs_story(
     assert "start j60" in out
     assert "estimate" in out  # qssf explains its estimate; fifo has none
     assert "queued at position" in out and "expected to start at t=" in out
+    assert "why these nodes: consolidation" in out  # the placement's score, term by term
     jobs = (tmp_path / "o" / "jobs-fifo.csv").read_text().splitlines()
     assert jobs[0].endswith("wait_reason,profiled_s,packed,lost_work_s,predicted_start")
     predicted = [line.split(",")[-1] for line in jobs[1:]]

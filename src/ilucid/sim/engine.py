@@ -349,6 +349,17 @@ def simulate(
             for decision in decisions:
                 if decision.job_id == explain:
                     story.append((now, decision.explain()))
+                    if decision.action is Action.START and decision.placement is not None:
+                        parts = scheduler.placer.explain(
+                            specs[explain], decision.placement, scheduler.free
+                        )
+                        story.append(
+                            (
+                                now,
+                                "why these nodes: "
+                                + "; ".join(f"{p.plugin} {p.value:+g} ({p.detail})" for p in parts),
+                            )
+                        )
             state = scheduler.jobs.get(explain)
             if state is not None and state.status.value == "pending":
                 # aggregate over time without the queue position, which changes every pass

@@ -1,0 +1,37 @@
+"""Issue #5's figures: fragmentation study, hybrid cost/wait trade-off, per-type speeds.
+
+Run with ``make bench-placement`` (needs ``ILUCID_TRACE_DIR``):
+
+1. ``ilucid fragmentation --variants all``: best-fit, worst-fit and fgd on every
+   Alibaba v2023 pod list with the trace's 1,213 GPU nodes;
+2. ``ilucid hybrid --trace itp-04``: on-prem only vs bursting at two values of
+   waiting time (1 and 10 per GPU-hour; cloud at 2.5 per GPU-hour, 300 s start-up);
+3. ``ilucid hetero --trace itp-04``: V100/P100/K80 thirds with Gavel's speeds,
+   type-blind vs fastest-type-first.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ilucid.cli import main
+from ilucid.traces import trace_dir
+
+
+def run() -> int:
+    if trace_dir() is None:
+        print("bench/placement.py needs ILUCID_TRACE_DIR (the public traces)", file=sys.stderr)
+        return 2
+    failed = 0
+    for argv in (
+        ["fragmentation", "--variants", "all", "--out", "out/bench-placement/fragmentation"],
+        ["hybrid", "--trace", "itp-04", "--out", "out/bench-placement/hybrid"],
+        ["hetero", "--trace", "itp-04", "--out", "out/bench-placement/hetero"],
+    ):
+        print(f"\n== ilucid {' '.join(argv[:3])} ==", flush=True)
+        failed += main(argv) != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
