@@ -354,3 +354,33 @@ def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
     assert dear["burst_jobs"] > 0 and dear["cloud_cost"] > 0
     assert cheap["cloud_gpu_hours"] <= dear["cloud_gpu_hours"]
     assert dear["avg_jct"] < never["avg_jct"]
+
+
+def test_fragmentation_study_on_a_small_inventory(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(
+            f"n{i},32000,131072,{4 if i % 2 else 2},{'T4' if i % 3 else 'V100'}\n" for i in range(6)
+        )
+    )
+    pods = tmp_path / "pods.csv"
+    rows = [
+        f"p{k},{2000 + 1000 * (k % 3)},4096,{1 if k % 5 else 2},"
+        f"{(250, 500, 1000, 300, 1000)[k % 5] if k % 5 else 1000},"
+        f"{'V100' if k % 7 == 0 else ''},LS,Running,{k},{k + 100},{k}"
+        for k in range(40)
+    ]
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+        "creation_time,deletion_time,scheduled_time\n" + "\n".join(rows) + "\n"
+    )
+    out = tmp_path / "frag"
+    result = run_cli("fragmentation", "--pods", str(pods), "--nodes", str(nodes), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    table = json.loads((out / "fragmentation.json").read_text())["pods"]
+    assert set(table) == {"best-fit", "worst-fit", "fgd"}
+    for row in table.values():
+        assert 0 < row["allocated_share"] <= 1
+        assert row["allocated_gpus"] <= row["capacity_gpus"] == 18
+    assert "unallocated GPUs than best-fit at the first failure" in result.stdout
