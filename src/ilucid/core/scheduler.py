@@ -254,6 +254,10 @@ class Policy(Protocol):
 
     def on_finished(self, job: JobState, now: float) -> None: ...
 
+    def on_withdrawn(self, job: JobState, now: float) -> None:
+        """A pending job left without running (cancelled)."""
+        ...
+
     def schedule(self, step: SchedulingPass) -> None: ...
 
     def next_wakeup(self, now: float) -> float | None:
@@ -322,6 +326,41 @@ class Scheduler:
         self.policy.on_finished(job, now)
         del self.jobs[job_id]
         return job
+
+    def adopt(self, job_id: str, placement: Placement, now: float) -> None:
+        """A submitted job found already running (a service restart): take its GPUs."""
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.PENDING:
+            raise ValueError(f"job {job_id} is {job.status.value}, cannot be adopted")
+        self.free.take(placement)
+        job.start(placement, now)
+        # policies that dequeue jobs inside their pass need to be told it left the queue
+        on_adopted = getattr(self.policy, "on_adopted", self.policy.on_started)
+        on_adopted(job, now)
+        self.pending_count -= 1
+
+    def requeue(self, job_id: str, now: float) -> None:
+        """A running job stopped outside the core's decisions (its process vanished):
+        free its GPUs and queue it again, keeping what it had done."""
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.RUNNING or job.placement is None:
+            return
+        if job_id in self.partners:
+            raise ValueError(f"{job_id} shares GPUs; packed jobs are not requeued alone")
+        self.free.give_back(job.placement)
+        job.stop(now, self.config.overhead.for_job(job.spec))
+        self.policy.on_preempted(job, now)
+        self.pending_count += 1
+
+    def withdraw(self, job_id: str, now: float) -> None:
+        """A pending job cancelled by its owner leaves the queue for good."""
+        job = self.jobs[job_id]
+        if job.status is not JobStatus.PENDING:
+            raise ValueError(f"job {job_id} is {job.status.value}, not pending")
+        job.status = JobStatus.DONE
+        self.policy.on_withdrawn(job, now)
+        del self.jobs[job_id]
+        self.pending_count -= 1
 
     def schedule(self, now: float) -> list[Decision]:
         step = SchedulingPass(self, now)

@@ -142,6 +142,15 @@ class LucidPolicy:
     def on_preempted(self, job: JobState, now: float) -> None:  # pragma: no cover
         raise AssertionError(f"{self.name} never preempts")
 
+    def on_withdrawn(self, job: JobState, now: float) -> None:
+        if job.seq in self._main_key:
+            self._dequeue_main(job)
+        else:
+            self._profile_queue[:] = [e for e in self._profile_queue if e[3] is not job]
+
+    def on_adopted(self, job: JobState, now: float) -> None:
+        raise ValueError("the lucid policy cannot adopt running jobs (it profiles them first)")
+
     def on_finished(self, job: JobState, now: float) -> None:
         state = self._state
         self._packable_remove(job)

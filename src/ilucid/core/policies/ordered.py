@@ -73,6 +73,21 @@ class OrderedPolicy:
     def on_preempted(self, job: JobState, now: float) -> None:  # pragma: no cover - never preempts
         raise AssertionError(f"{self.name} never preempts")
 
+    def _dequeue(self, job: JobState) -> None:
+        key = self._key(job)
+        index = bisect.bisect_left(self._queue, key, key=lambda e: e[0])
+        while index < len(self._queue) and self._queue[index][1] is not job:
+            index += 1
+        if index < len(self._queue):
+            del self._queue[index]
+
+    def on_withdrawn(self, job: JobState, now: float) -> None:
+        self._dequeue(job)
+
+    def on_adopted(self, job: JobState, now: float) -> None:
+        self._dequeue(job)
+        self.on_started(job, now)
+
     def on_finished(self, job: JobState, now: float) -> None:
         if self.backfill:
             end = self._end_of.pop(job.seq)

@@ -300,6 +300,11 @@ class ReplanningPolicy:
         self._running.remove(self._entry.pop(job.seq))
         self._add_pending(job)
 
+    def on_withdrawn(self, job: JobState, now: float) -> None:
+        self._remove_pending(job)
+        del self._jobs[job.seq]
+        self._dirty = True
+
     def on_finished(self, job: JobState, now: float) -> None:
         self._running.remove(self._entry.pop(job.seq))
         del self._jobs[job.seq]

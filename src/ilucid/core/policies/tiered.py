@@ -150,6 +150,15 @@ class TieredPolicy:
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
         self._queue(job)
 
+    def on_withdrawn(self, job: JobState, now: float) -> None:
+        if job.spec.job_class is JobClass.INFERENCE:
+            self._inference.remove(job)
+        else:
+            self._unqueue(job)
+        del self._jobs[job.seq]
+        self._key.pop(job.seq, None)
+        self._why.pop(job.seq, None)
+
     def on_finished(self, job: JobState, now: float) -> None:
         del self._jobs[job.seq]
         self._key.pop(job.seq, None)

@@ -1,0 +1,243 @@
+"""The local backend: jobs as process groups on this host, one GPU set each.
+
+Each job runs under :mod:`ilucid.backends.runner` in its own session (process
+group) with ``CUDA_VISIBLE_DEVICES`` set to its GPUs; stdout and stderr go to
+``<data>/jobs/<id>/stdout.log`` and ``stderr.log``. What a restarted service
+needs is on disk: ``pid`` (process id and its kernel start time, so a reused
+pid is not mistaken for the job), ``gpus`` and, once it ended, ``exit``.
+Stopping sends a configurable signal to the group (the job may checkpoint)
+and SIGKILL after a grace period.
+
+GPUs are discovered through NVML (``nvidia-ml-py``) when it is installed and
+finds a driver; otherwise the backend offers a configured number of virtual
+GPUs (for CPU-only machines and tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ilucid.backends.base import Observation, ObservedJob, ProcessState
+from ilucid.core import Cluster, Node
+
+__all__ = ["GpuInventory", "LocalBackend", "discover_gpus"]
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInventory:
+    count: int
+    gpu_type: str
+    memory_gb: float
+    source: str  # "nvml" or "virtual"
+
+
+def discover_gpus(virtual: int | None = None) -> GpuInventory:
+    """NVML's GPUs when a driver answers, else ``virtual`` virtual GPUs (default 1)."""
+    if virtual is None:
+        try:
+            import pynvml  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+            pynvml.nvmlInit()
+            try:
+                count = pynvml.nvmlDeviceGetCount()
+                if count:
+                    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+                    name = pynvml.nvmlDeviceGetName(handle)
+                    name = name.decode() if isinstance(name, bytes) else str(name)
+                    memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30
+                    return GpuInventory(count, name.replace(" ", "-"), round(memory, 1), "nvml")
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # no library, no driver, no device: fall back to virtual GPUs
+            pass
+    return GpuInventory(virtual if virtual is not None else 1, "virtual", 0.0, "virtual")
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), or None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields and fields[0] == "Z":
+        return None  # a zombie has ended
+    return fields[19] if len(fields) > 19 else None
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self,
+        data_dir: Path,
+        gpus: GpuInventory | None = None,
+        stop_signal: int = signal.SIGTERM,
+        grace_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = Path(data_dir) / "jobs"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.gpus = gpus or discover_gpus()
+        self.stop_signal = stop_signal
+        self.grace_s = grace_s
+        self.clock = clock
+        self.node = Node(
+            socket.gethostname() or "localhost",
+            self.gpus.count,
+            self.gpus.gpu_type,
+            self.gpus.memory_gb,
+        )
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
+
+    # -- files -----------------------------------------------------------------------
+    def _dir(self, job_id: str) -> Path:
+        if not _SAFE_ID.match(job_id):
+            raise ValueError(f"job id {job_id!r} is not a safe file name")
+        return self.root / job_id
+
+    def _read(self, job_id: str, name: str) -> str | None:
+        try:
+            return (self._dir(job_id) / name).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+
+    # -- protocol ----------------------------------------------------------------------
+    def observe(self) -> Observation:
+        jobs: dict[str, ObservedJob] = {}
+        for folder in sorted(self.root.iterdir()):
+            if not folder.is_dir() or not (folder / "pid").exists():
+                continue
+            jobs[folder.name] = self._observe_one(folder.name)
+        return Observation(Cluster((self.node,)), jobs)
+
+    def _observe_one(self, job_id: str) -> ObservedJob:
+        gpus = tuple(int(g) for g in (self._read(job_id, "gpus") or "").split(",") if g)
+        child = self._children.get(job_id)
+        if child is not None:
+            child.poll()  # reap our own child so it does not linger as a zombie
+        exit_text = self._read(job_id, "exit")
+        if exit_text is not None:
+            self._children.pop(job_id, None)
+            self._stopping.pop(job_id, None)
+            return ObservedJob(job_id, ProcessState.EXITED, gpus, int(exit_text))
+        pid_text = (self._read(job_id, "pid") or "").split()
+        alive = (
+            len(pid_text) == 2
+            and pid_text[0].isdigit()
+            and _start_time(int(pid_text[0])) == pid_text[1]
+        )
+        if not alive:
+            self._children.pop(job_id, None)
+            deadline = self._stopping.pop(job_id, None)
+            if deadline is not None:  # killed after its grace period: no exit file
+                return ObservedJob(job_id, ProcessState.EXITED, gpus, -int(signal.SIGKILL))
+            return ObservedJob(job_id, ProcessState.LOST, gpus)
+        deadline = self._stopping.get(job_id)
+        if deadline is not None:
+            if self.clock() >= deadline:
+                self._signal(int(pid_text[0]), signal.SIGKILL)
+            return ObservedJob(job_id, ProcessState.STOPPING, gpus)
+        return ObservedJob(job_id, ProcessState.RUNNING, gpus)
+
+    def _busy_gpus(self) -> set[int]:
+        busy: set[int] = set()
+        for job in self.observe().jobs.values():
+            if job.state in (ProcessState.RUNNING, ProcessState.STOPPING):
+                busy.update(job.gpus)
+        return busy
+
+    def start(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        gpus: int,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> tuple[int, ...] | None:
+        if not command:
+            raise ValueError(f"job {job_id}: empty command")
+        folder = self._dir(job_id)
+        if (folder / "pid").exists():
+            seen = self._observe_one(job_id)
+            if seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
+                return seen.gpus  # already running: never start a job twice
+        free = [g for g in range(self.gpus.count) if g not in self._busy_gpus()]
+        if len(free) < gpus:
+            return None  # a stopping job still holds them; try again on the next pass
+        chosen = tuple(free[:gpus])
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in ("exit", "exit.tmp", "pid"):
+            (folder / stale).unlink(missing_ok=True)
+        (folder / "gpus").write_text(",".join(map(str, chosen)), encoding="utf-8")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, chosen))
+        full_env["ILUCID_JOB_ID"] = job_id
+        with (
+            (folder / "stdout.log").open("ab") as out,
+            (folder / "stderr.log").open("ab") as err,
+        ):
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ilucid.backends.runner",
+                    str(folder / "exit"),
+                    "--",
+                    *command,
+                ],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        started = _start_time(child.pid) or ""
+        (folder / "pid").write_text(f"{child.pid} {started}", encoding="utf-8")
+        self._children[job_id] = child
+        return chosen
+
+    def stop(self, job_id: str) -> None:
+        pid_text = (self._read(job_id, "pid") or "").split()
+        if len(pid_text) != 2 or _start_time(int(pid_text[0])) != pid_text[1]:
+            return
+        if job_id not in self._stopping:
+            self._stopping[job_id] = self.clock() + self.grace_s
+            self._signal(int(pid_text[0]), self.stop_signal)
+
+    @staticmethod
+    def _signal(pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)
+
+    def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
+        if stream not in ("stdout", "stderr"):
+            raise ValueError("stream must be stdout or stderr")
+        path = self._dir(job_id) / f"{stream}.log"
+        try:
+            with path.open("rb") as handle:
+                size = path.stat().st_size
+                handle.seek(max(0, size - tail_bytes))
+                return handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def forget(self, job_id: str) -> None:
+        """Drop the on-disk state of an ended job (its logs are kept)."""
+        for name in ("pid", "exit", "gpus"):
+            (self._dir(job_id) / name).unlink(missing_ok=True)

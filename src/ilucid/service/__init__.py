@@ -1,0 +1,1 @@
+"""The live scheduler: reconcile loop, persistence, REST API, auth."""

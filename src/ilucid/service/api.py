@@ -1,0 +1,269 @@
+"""REST API of the live scheduler (FastAPI; OpenAPI served at /docs and /openapi.json).
+
+Every route but /healthz needs ``Authorization: Bearer <token>``. Users see,
+explain and cancel their own jobs; admins see everything and may change the
+policy. Errors are JSON ``{"detail": "..."}`` with a status code that says
+whose fault it is.
+"""
+
+import csv
+import io
+import json
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ilucid.core import JobClass
+from ilucid.service.auth import Identity, authenticate
+from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+from ilucid.service.scheduler_service import JobRequest, SchedulerService, ServiceError
+
+__all__ = ["build_app"]
+
+#: Policies a live service may run: they need only estimates, never true durations.
+LIVE_POLICIES = ("tiered", "fifo", "fifo-backfill", "qssf", "ilucid", "tiresias")
+
+
+class SubmitBody(BaseModel):
+    command: list[str] = Field(min_length=1, description="program and arguments (no shell)")
+    gpus: int = Field(1, ge=0)
+    job_class: str = Field("training", alias="class")
+    estimate_s: float | None = Field(None, gt=0)
+    checkpoint_s: float | None = Field(None, gt=0)
+    cwd: str | None = None
+
+    model_config = {"populate_by_name": True}
+
+
+class PolicyBody(BaseModel):
+    policy: str
+
+
+def _job_json(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "user": row.user,
+        "tenant": row.tenant,
+        "class": row.job_class,
+        "gpus": row.gpus,
+        "command": json.loads(row.command),
+        "state": row.state,
+        "submit_time": row.submit_time,
+        "first_start": row.first_start,
+        "end_time": row.end_time,
+        "exit_code": row.exit_code,
+        "gpu_indices": row.gpu_indices,
+        "preemptions": row.preemptions,
+    }
+
+
+def build_app(service: SchedulerService) -> FastAPI:
+    app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
+    engine = service.engine
+
+    def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
+        if not authorization or not authorization.startswith("Bearer "):
+            raise HTTPException(401, "missing bearer token (Authorization: Bearer <token>)")
+        who = authenticate(engine, authorization.removeprefix("Bearer ").strip())
+        if who is None:
+            raise HTTPException(401, "unknown token")
+        return who
+
+    Who = Annotated[Identity, Depends(identity)]
+
+    def own_job(session: Session, job_id: str, who: Identity) -> JobRow:
+        row = session.get(JobRow, job_id)
+        if row is None or (not who.admin and row.user != who.user):
+            raise HTTPException(404, f"no job {job_id} of yours")
+        return row
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "policy": service.policy_name, "backend": service.backend.name}
+
+    @app.post("/jobs", status_code=201)
+    def submit(body: SubmitBody, who: Who) -> dict[str, str]:
+        try:
+            job_id = service.submit(
+                JobRequest(
+                    command=body.command,
+                    gpus=body.gpus,
+                    job_class=body.job_class,
+                    user=who.user,
+                    tenant=who.tenant,
+                    cwd=body.cwd,
+                    estimate_s=body.estimate_s,
+                    checkpoint_s=body.checkpoint_s,
+                )
+            )
+        except ServiceError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return {"id": job_id}
+
+    @app.get("/jobs")
+    def list_jobs(who: Who, state: str | None = None) -> list[dict[str, Any]]:
+        with Session(engine) as session:
+            query = select(JobRow).order_by(JobRow.submit_time, JobRow.id)
+            if not who.admin:
+                query = query.where(JobRow.user == who.user)
+            if state:
+                query = query.where(JobRow.state == state)
+            return [_job_json(r) for r in session.scalars(query)]
+
+    @app.get("/jobs/{job_id}")
+    def show(job_id: str, who: Who) -> dict[str, Any]:
+        with Session(engine) as session:
+            row = own_job(session, job_id, who)
+            result = _job_json(row)
+            result["transitions"] = [
+                {"time": t.time, "from": t.from_state, "to": t.to_state, "reason": t.reason}
+                for t in session.scalars(
+                    select(TransitionRow)
+                    .where(TransitionRow.job_id == job_id)
+                    .order_by(TransitionRow.id)
+                )
+            ]
+            return result
+
+    @app.delete("/jobs/{job_id}")
+    def cancel(job_id: str, who: Who) -> dict[str, str]:
+        with Session(engine) as session:
+            own_job(session, job_id, who)
+        return {"id": job_id, "state": service.cancel(job_id)}
+
+    @app.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+    def logs(
+        job_id: str, who: Who, stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout"
+    ) -> str:
+        with Session(engine) as session:
+            own_job(session, job_id, who)
+        return service.backend.logs(job_id, stream)
+
+    @app.get("/jobs/{job_id}/explain")
+    def explain(job_id: str, who: Who) -> dict[str, Any]:
+        with Session(engine) as session:
+            row = own_job(session, job_id, who)
+            decisions = [
+                {"time": d.time, "action": d.action, "code": d.code, "message": d.message}
+                for d in session.scalars(
+                    select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
+                )
+            ]
+            state = row.state
+        now_why = service.explain(job_id) if state in ("pending", "running") else state
+        return {"id": job_id, "state": state, "why": now_why, "decisions": decisions}
+
+    @app.get("/queue")
+    def queue(who: Who) -> list[dict[str, Any]]:
+        return [
+            {"id": job_id, "position": position, "expected_start": start}
+            for job_id, position, start in service.queue()
+        ]
+
+    @app.get("/nodes")
+    def nodes(who: Who) -> list[dict[str, Any]]:
+        with service.lock:
+            free = service.scheduler.free
+            return [
+                {
+                    "name": node.name,
+                    "gpus": node.num_gpus,
+                    "gpu_type": node.gpu_type,
+                    "gpu_memory_gb": node.gpu_memory_gb,
+                    "free_gpus": free.free[index],
+                }
+                for index, node in enumerate(service.cluster.nodes)
+            ]
+
+    @app.get("/policy")
+    def get_policy(who: Who) -> dict[str, Any]:
+        return {"policy": service.policy_name, "allowed": list(LIVE_POLICIES)}
+
+    @app.put("/policy")
+    def set_policy(body: PolicyBody, who: Who) -> dict[str, str]:
+        if not who.admin:
+            raise HTTPException(403, "only an admin may change the policy")
+        if body.policy not in LIVE_POLICIES:
+            raise HTTPException(422, f"policy must be one of {', '.join(LIVE_POLICIES)}")
+        service.set_policy(body.policy)
+        return {"policy": body.policy}
+
+    @app.get("/history.csv", response_class=PlainTextResponse)
+    def history(who: Who) -> str:
+        """Ended jobs as ilucid's generic trace (``ilucid whatif`` replays it)."""
+        if not who.admin:
+            raise HTTPException(403, "only an admin may export the history")
+        return export_history(service)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> str:
+        with Session(engine) as session:
+            counts: dict[str, int] = {}
+            for row in session.scalars(select(JobRow)):
+                counts[row.state] = counts.get(row.state, 0) + 1
+        with service.lock:
+            free = service.scheduler.free.free_total
+            total = service.cluster.total_gpus
+        lines = ["# TYPE ilucid_jobs gauge"]
+        lines += [f'ilucid_jobs{{state="{s}"}} {n}' for s, n in sorted(counts.items())]
+        lines += ["# TYPE ilucid_gpus_busy gauge", f"ilucid_gpus_busy {total - free}"]
+        lines += ["# TYPE ilucid_gpus_total gauge", f"ilucid_gpus_total {total}"]
+        return "\n".join(lines) + "\n"
+
+    @app.get("/", response_class=HTMLResponse)
+    def dashboard() -> str:
+        return DASHBOARD
+
+    return app
+
+
+def export_history(service: SchedulerService) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "submit_time", "num_gpus", "duration", "job_class", "tenant", "user"])
+    with Session(service.engine) as session:
+        rows = session.scalars(
+            select(JobRow)
+            .where(JobRow.state.in_(["succeeded", "failed"]))
+            .order_by(JobRow.submit_time, JobRow.id)
+        )
+        for row in rows:
+            if row.first_start is None or row.end_time is None:
+                continue
+            duration = max(0.0, row.end_time - row.first_start)
+            job_class = (
+                row.job_class if row.job_class in {c.value for c in JobClass} else "training"
+            )
+            writer.writerow(
+                [
+                    row.id,
+                    f"{row.submit_time:.3f}",
+                    row.gpus,
+                    f"{duration:.3f}",
+                    job_class,
+                    row.tenant,
+                    row.user,
+                ]
+            )
+    return out.getvalue()
+
+
+DASHBOARD = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ilucid</title>
+<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}
+td,th{border:1px solid #ddd;padding:4px 8px}</style></head><body>
+<h1>ilucid</h1><p>Token: <input id="t" size="48"> <button onclick="load()">load</button></p>
+<h2>Jobs</h2><table id="jobs"></table><h2>Queue</h2><table id="queue"></table>
+<script>
+async function get(path){const r=await fetch(path,{headers:{Authorization:'Bearer '+
+document.getElementById('t').value}});return r.json();}
+function fill(id,rows,cols){const t=document.getElementById(id);t.innerHTML='<tr>'+cols.map(
+c=>'<th>'+c+'</th>').join('')+'</tr>'+rows.map(r=>'<tr>'+cols.map(c=>'<td>'+(r[c]??'')+
+'</td>').join('')+'</tr>').join('');}
+async function load(){fill('jobs',await get('/jobs'),['id','user','class','gpus','state',
+'gpu_indices']);fill('queue',await get('/queue'),['id','position','expected_start']);}
+</script></body></html>
+"""

@@ -1,0 +1,363 @@
+"""The live scheduler: the same core as the simulator, against the wall clock.
+
+One reconcile pass (level-triggered, so a missed event heals on the next):
+
+1. observe the backend (what really runs and what ended);
+2. record ends in the database and tell the core (``finish``); a job whose
+   process vanished without an exit record is requeued, not lost;
+3. ask the core to schedule (``schedule(now)``);
+4. apply its decisions through the backend (start, stop) and store them with
+   their reasons.
+
+Every accepted job is in the database before the API answers, so a crash of
+the service loses nothing: on restart the core is rebuilt from the database
+and running processes are re-adopted from the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from ilucid.backends.base import Backend, Observation, ProcessState
+from ilucid.core import (
+    Action,
+    Decision,
+    JobClass,
+    JobSpec,
+    JobStatus,
+    Placement,
+    Scheduler,
+    SchedulerConfig,
+    make_policy,
+)
+from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+
+__all__ = ["JobRequest", "SchedulerService", "ServiceError"]
+
+#: Job states as the service stores them.
+PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
+#: ``gpu_indices`` of a launched job that holds no GPU ("" means not launched yet)
+NO_GPUS = "-"
+
+
+class ServiceError(ValueError):
+    """A request the service refuses; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    command: Sequence[str]
+    gpus: int = 1
+    job_class: str = "training"
+    user: str = "default"
+    tenant: str = "default"
+    cwd: str | None = None
+    estimate_s: float | None = None
+    checkpoint_s: float | None = None
+    priority: int = 0
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        engine: Engine,
+        backend: Backend,
+        policy: str = "tiered",
+        config: SchedulerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.policy_name = policy
+        self.config = config or SchedulerConfig()
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.wake = threading.Event()
+        self._stopping: dict[str, str] = {}  # job id -> "cancelled" or "preempted"
+        with self.lock:
+            self._rebuild(backend.observe())
+
+    # -- recovery ----------------------------------------------------------------------
+    def _rebuild(self, seen: Observation) -> None:
+        """A fresh core from the database; running jobs re-adopted from the backend."""
+        self.cluster = seen.cluster
+        self.scheduler = Scheduler(self.cluster, make_policy(self.policy_name), config=self.config)
+        with Session(self.engine) as session:
+            rows = session.scalars(
+                select(JobRow)
+                .where(JobRow.state.in_([PENDING, RUNNING]))
+                .order_by(JobRow.submit_time, JobRow.id)
+            ).all()
+            now = self.clock()
+            for row in rows:
+                observed = seen.jobs.get(row.id)
+                alive = observed is not None and observed.state in (
+                    ProcessState.RUNNING,
+                    ProcessState.STOPPING,
+                )
+                if row.state == RUNNING and alive:
+                    self.scheduler.submit(_spec(row), row.submit_time)
+                    self.scheduler.adopt(row.id, Placement(((0, row.gpus),)), now)
+                    continue
+                if row.state == PENDING and alive:  # preempted before the restart
+                    self._stopping[row.id] = "preempted"
+                    self.backend.stop(row.id)
+                if row.state == RUNNING:  # cannot be re-adopted: requeue it cleanly
+                    self._transition(session, row, PENDING, "not running after a restart")
+                    row.gpu_indices = ""
+                self.scheduler.submit(_spec(row), row.submit_time)
+            session.commit()
+
+    # -- requests ----------------------------------------------------------------------
+    def submit(self, request: JobRequest) -> str:
+        if not request.command or any(not isinstance(a, str) for a in request.command):
+            raise ServiceError("command must be a non-empty list of strings")
+        if request.gpus < 0 or request.gpus > self.cluster.total_gpus:
+            raise ServiceError(
+                f"gpus must be between 0 and {self.cluster.total_gpus} (this cluster's total)"
+            )
+        try:
+            job_class = JobClass(request.job_class)
+        except ValueError:
+            known = ", ".join(c.value for c in JobClass)
+            raise ServiceError(f"class must be one of {known}") from None
+        with self.lock, Session(self.engine) as session:
+            now = self.clock()
+            count = session.query(JobRow).count()
+            job_id = f"j{count + 1:06d}"
+            row = JobRow(
+                id=job_id,
+                user=request.user,
+                tenant=request.tenant,
+                job_class=job_class.value,
+                gpus=request.gpus,
+                command=json.dumps(list(request.command)),
+                cwd=request.cwd,
+                state=PENDING,
+                submit_time=now,
+                estimate_s=request.estimate_s,
+                checkpoint_s=request.checkpoint_s,
+                priority=request.priority,
+                gpu_indices="",
+                preemptions=0,
+            )
+            session.add(row)
+            session.add(
+                TransitionRow(
+                    job_id=job_id, time=now, from_state="", to_state=PENDING, reason="submitted"
+                )
+            )
+            session.commit()  # accepted only once stored
+            self.scheduler.submit(_spec(row), now)
+        self.wake.set()
+        return job_id
+
+    def cancel(self, job_id: str) -> str:
+        with self.lock, Session(self.engine) as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise ServiceError(f"no job {job_id}")
+            if row.state in ENDED:
+                return row.state
+            now = self.clock()
+            if row.state == RUNNING:
+                self._stopping[job_id] = "cancelled"
+                self.backend.stop(job_id)
+                return "stopping"
+            self.scheduler.withdraw(job_id, now)
+            self._transition(session, row, CANCELLED, "cancelled while pending")
+            row.end_time = now
+            session.commit()
+            return CANCELLED
+
+    # -- the loop ------------------------------------------------------------------------
+    def reconcile(self) -> list[Decision]:
+        with self.lock:
+            seen = self.backend.observe()
+            now = self.clock()
+            with Session(self.engine) as session:
+                self._settle_ended(session, seen, now)
+                decisions = self.scheduler.schedule(now)
+                self._apply(session, decisions, now)
+                self._retry_starts(session)
+                session.commit()
+            return decisions
+
+    def _settle_ended(self, session: Session, seen: Observation, now: float) -> None:
+        for job_id, why in list(self._stopping.items()):
+            observed = seen.jobs.get(job_id)
+            if observed is not None and observed.state in (
+                ProcessState.RUNNING,
+                ProcessState.STOPPING,
+            ):
+                continue
+            del self._stopping[job_id]
+            self._forget(job_id)
+            row = session.get(JobRow, job_id)
+            if why == "cancelled" and row is not None and row.state == RUNNING:
+                row.exit_code = observed.exit_code if observed is not None else None
+                row.end_time = now
+                self.scheduler.finish(job_id, now)
+                self._transition(session, row, CANCELLED, "cancelled by its owner")
+        running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
+        for row in running:
+            if row.id in self._stopping or not row.gpu_indices:
+                continue  # being stopped, or its start still waits for GPUs
+            observed = seen.jobs.get(row.id)
+            state = observed.state if observed is not None else ProcessState.LOST
+            if state in (ProcessState.RUNNING, ProcessState.STOPPING):
+                continue
+            if state is ProcessState.LOST or observed is None:
+                self.scheduler.requeue(row.id, now)
+                row.gpu_indices = ""
+                row.preemptions += 1
+                self._transition(session, row, PENDING, "its process vanished without an exit")
+                self._forget(row.id)
+                continue
+            row.exit_code = observed.exit_code
+            row.end_time = now
+            code = observed.exit_code
+            final, why = (
+                (SUCCEEDED, "exited with code 0")
+                if code == 0
+                else (
+                    FAILED,
+                    f"exited with code {code}",
+                )
+            )
+            self.scheduler.finish(row.id, now)
+            self._transition(session, row, final, why)
+            self._forget(row.id)
+
+    def _forget(self, job_id: str) -> None:
+        forget = getattr(self.backend, "forget", None)
+        if forget is not None:
+            forget(job_id)
+
+    def _apply(self, session: Session, decisions: list[Decision], now: float) -> None:
+        for decision in decisions:
+            row = session.get(JobRow, decision.job_id)
+            if row is None:
+                continue
+            reason = decision.reasons[0] if decision.reasons else None
+            message = reason.message if reason else ""
+            session.add(
+                DecisionRow(
+                    time=now,
+                    job_id=decision.job_id,
+                    action=decision.action.value,
+                    code=reason.code if reason else "",
+                    message=decision.explain(),
+                    placement=json.dumps(decision.placement.parts) if decision.placement else "",
+                )
+            )
+            if decision.action is Action.START:
+                if row.first_start is None:
+                    row.first_start = now
+                self._transition(session, row, RUNNING, message)
+                row.gpu_indices = ""
+                if row.id not in self._stopping:  # else: once its old process has gone
+                    self._launch(row)
+            elif decision.action is Action.PREEMPT:
+                # the core has requeued it already; the process ends on the backend's signal
+                self._transition(session, row, PENDING, message)
+                row.preemptions += 1
+                row.gpu_indices = ""
+                self._stopping[row.id] = "preempted"
+                self.backend.stop(row.id)
+
+    def _launch(self, row: JobRow) -> None:
+        gpus = self.backend.start(row.id, json.loads(row.command), row.gpus, cwd=row.cwd)
+        if gpus is not None:
+            row.gpu_indices = ",".join(map(str, gpus)) or NO_GPUS
+
+    def _retry_starts(self, session: Session) -> None:
+        """Starts that waited for a stopping job's GPUs (or its own old process) to go."""
+        waiting = session.scalars(
+            select(JobRow).where(JobRow.state == RUNNING, JobRow.gpu_indices == "")
+        ).all()
+        for row in waiting:
+            if row.id not in self._stopping:
+                self._launch(row)
+
+    def _transition(self, session: Session, row: JobRow, state: str, reason: str) -> None:
+        session.add(
+            TransitionRow(
+                job_id=row.id,
+                time=self.clock(),
+                from_state=row.state,
+                to_state=state,
+                reason=reason,
+            )
+        )
+        row.state = state
+
+    def run(self, interval_s: float = 2.0, stop: threading.Event | None = None) -> None:
+        """Reconcile every ``interval_s`` and whenever a request wakes the loop."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            try:
+                self.reconcile()
+            except Exception as exc:  # a running service never dies on one bad pass
+                print(f"ilucid serve: reconcile failed: {exc!r}", flush=True)
+            self.wake.wait(interval_s)
+            self.wake.clear()
+
+    def set_policy(self, policy: str) -> None:
+        """Switch policy: the core is rebuilt from the database (running jobs adopted)."""
+        with self.lock:
+            make_policy(policy)  # fails early on an unknown name
+            self.policy_name = policy
+            self._rebuild(self.backend.observe())
+        self.wake.set()
+
+    # -- questions -------------------------------------------------------------------------
+    def explain(self, job_id: str) -> str:
+        with self.lock:
+            state = self.scheduler.jobs.get(job_id)
+            if state is None:
+                return ""
+            if state.status is JobStatus.PENDING:
+                return self.scheduler.why_pending(job_id, self.clock())
+            return f"{job_id} is {state.status.value}"
+
+    def queue(self) -> list[tuple[str, int | None, float | None]]:
+        """Pending jobs with their queue position and expected start time."""
+        with self.lock:
+            now = self.clock()
+            expected = self.scheduler.expected_starts(now)
+            rows = []
+            for job in self.scheduler.pending():
+                position = self.scheduler.policy.queue_position(job, now)
+                rows.append((job.spec.id, position, expected.get(job.spec.id)))
+            rows.sort(key=lambda r: (r[1] if r[1] is not None else 1 << 30, r[0]))
+            return rows
+
+
+def _spec(row: JobRow) -> JobSpec:
+    return JobSpec(
+        row.id,
+        row.submit_time,
+        row.gpus,
+        0.0,  # the true duration is unknown to a live scheduler
+        job_class=JobClass(row.job_class),
+        tenant=row.tenant,
+        user=row.user,
+        priority=row.priority,
+        estimate=row.estimate_s,
+        checkpoint_s=row.checkpoint_s,
+    )
