@@ -21,6 +21,7 @@ from ilucid.hetero_cli import add_hetero_command, run_hetero_command
 from ilucid.hybrid_cli import add_hybrid_command, run_hybrid_command
 from ilucid.mixed_cli import add_mixed_command, run_mixed_command
 from ilucid.model_cli import add_model_commands, run_model_command
+from ilucid.service_cli import SERVICE_COMMANDS, add_service_commands, run_service_command
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies
@@ -179,6 +180,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_fragmentation_command(sub)
     add_hybrid_command(sub)
     add_hetero_command(sub)
+    add_service_commands(sub)
     sub.add_parser("policies", help="list the scheduling policies")
     sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
     return parser
@@ -413,6 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_hybrid_command(args)
         if args.command == "hetero":
             return run_hetero_command(args)
+        if args.command in SERVICE_COMMANDS:
+            return run_service_command(args)
         if args.command == "policies":
             for name in POLICIES:
                 print(name)

@@ -1,0 +1,288 @@
+"""``ilucid serve`` and the commands that talk to a running service.
+
+The client commands read the service address from ``--url`` or
+``ILUCID_URL`` (default http://127.0.0.1:8787) and the token from
+``--token`` or ``ILUCID_TOKEN``; on the service's own host they fall back to
+the admin token ``ilucid serve`` wrote into its data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["SERVICE_COMMANDS", "add_service_commands", "run_service_command"]
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_DATA = Path(".ilucid")
+SERVICE_COMMANDS = frozenset(
+    {"serve", "token", "submit", "jobs", "queue", "explain", "cancel", "nodes", "logs", "whatif"}
+)
+
+
+def add_service_commands(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="run the live scheduler on this host (local backend)")
+    serve.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="state (.ilucid)")
+    serve.add_argument("--db", help="database URL (default: SQLite in --data-dir)")
+    serve.add_argument(
+        "--gpus", type=int, default=None, help="virtual GPUs (default: NVML's, else 1)"
+    )
+    serve.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--interval", type=float, default=2.0, help="reconcile every N s (2)")
+    serve.add_argument("--grace", type=float, default=30.0, help="stop signal to SIGKILL, s")
+    serve.add_argument("--stop-signal", default="TERM", help="signal that asks a job to stop")
+
+    token = sub.add_parser("token", help="create an API token (printed once)")
+    token.add_argument("action", choices=["create"])
+    token.add_argument("--user", required=True)
+    token.add_argument("--tenant", required=True)
+    token.add_argument("--admin", action="store_true")
+    token.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    token.add_argument("--db", help="database URL (default: SQLite in --data-dir)")
+
+    def client(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        parser.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
+        parser.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
+        parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+        return parser
+
+    submit = client("submit", "submit a job: ilucid submit --gpus 2 -- python train.py")
+    submit.add_argument("--gpus", type=int, default=1)
+    submit.add_argument(
+        "--class",
+        dest="job_class",
+        default="training",
+        choices=["training", "inference", "best-effort"],
+    )
+    submit.add_argument("--estimate", type=float, help="expected run time, s")
+    submit.add_argument("--checkpoint", type=float, help="checkpoint interval, s")
+    submit.add_argument("argv", nargs=argparse.REMAINDER, help="-- program and arguments")
+    client("jobs", "list jobs")
+    client("queue", "pending jobs with position and expected start")
+    client("nodes", "nodes and free GPUs")
+    for name, text in (
+        ("explain", "why a job waits, runs or was preempted"),
+        ("cancel", "cancel a job"),
+    ):
+        client(name, text).add_argument("job")
+    logs = client("logs", "a job's output")
+    logs.add_argument("job")
+    logs.add_argument("--stderr", action="store_true")
+    whatif = client("whatif", "replay the recorded history under another policy")
+    whatif.add_argument("--policy", required=True, help="policy to compare with the current")
+
+
+def _db_url(args: argparse.Namespace) -> str:
+    if args.db:
+        return str(args.db)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{args.data_dir.resolve() / 'ilucid.db'}"
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+
+
+def _when(value: float | None) -> str:
+    if value is None:
+        return "-"
+    delta = value - time.time()
+    stamp = time.strftime("%H:%M:%S", time.localtime(value))
+    return f"{stamp} (in {delta:,.0f} s)" if delta > 0 else stamp
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ilucid.backends.local import LocalBackend, discover_gpus
+    from ilucid.service.api import LIVE_POLICIES, build_app
+    from ilucid.service.auth import create_token
+    from ilucid.service.db import TokenRow, make_engine, migrate
+    from ilucid.service.scheduler_service import SchedulerService
+
+    if args.policy not in LIVE_POLICIES:
+        raise ValueError(f"--policy must be one of {', '.join(LIVE_POLICIES)}")
+    stop_signal = getattr(signal, f"SIG{args.stop_signal.upper().removeprefix('SIG')}", None)
+    if stop_signal is None:
+        raise ValueError(f"unknown signal {args.stop_signal!r}")
+    url = _db_url(args)
+    migrate(url)
+    engine = make_engine(url)
+    from sqlalchemy.orm import Session
+
+    with Session(engine) as session:
+        has_tokens = session.query(TokenRow).count() > 0
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    if not has_tokens:
+        token = create_token(engine, "admin", "admin", admin=True)
+        path = args.data_dir / "admin.token"
+        path.write_text(token + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        print(f"created the admin token in {path} (export ILUCID_TOKEN=$(cat {path}))")
+    gpus = discover_gpus(args.gpus)
+    backend = LocalBackend(args.data_dir, gpus, stop_signal=stop_signal, grace_s=args.grace)
+    service = SchedulerService(engine, backend, policy=args.policy)
+    print(
+        f"ilucid serve: {gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}, policy"
+        f" {args.policy}, state in {url}, API on http://{args.host}:{args.port}"
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=service.run, args=(args.interval, stop), daemon=True)
+    loop.start()
+    try:
+        uvicorn.run(build_app(service), host=args.host, port=args.port, log_level="warning")
+    finally:
+        stop.set()
+        service.wake.set()
+        loop.join(timeout=5)
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    from ilucid.service.auth import create_token
+    from ilucid.service.db import make_engine, migrate
+
+    url = _db_url(args)
+    migrate(url)
+    print(create_token(make_engine(url), args.user, args.tenant, args.admin))
+    return 0
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    token = args.token
+    if not token:
+        stored = args.data_dir / "admin.token"
+        if stored.exists():
+            token = stored.read_text(encoding="utf-8").strip()
+    if not token:
+        raise ValueError("no token: pass --token or set ILUCID_TOKEN")
+    return httpx.Client(
+        base_url=args.url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
+    )
+
+
+def _call(client: httpx.Client, method: str, path: str, **kw: Any) -> Any:
+    try:
+        response = client.request(method, path, **kw)
+    except httpx.HTTPError as exc:
+        raise ValueError(f"cannot reach the service at {client.base_url}: {exc}") from None
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise ValueError(f"{response.status_code}: {detail}")
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return response.text
+
+
+def run_service_command(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "token":
+        return _token(args)
+    with _client(args) as client:
+        if args.command == "submit":
+            command = list(args.argv)
+            if command[:1] == ["--"]:
+                command = command[1:]
+            if not command:
+                raise ValueError("give the command after --, e.g. ilucid submit -- python train.py")
+            body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
+            if args.estimate:
+                body["estimate_s"] = args.estimate
+            if args.checkpoint:
+                body["checkpoint_s"] = args.checkpoint
+            print(_call(client, "POST", "/jobs", json=body)["id"])
+        elif args.command == "jobs":
+            rows = _call(client, "GET", "/jobs")
+            print(
+                _table(
+                    [
+                        (
+                            j["id"],
+                            j["user"],
+                            j["class"],
+                            j["gpus"],
+                            j["state"],
+                            j["gpu_indices"],
+                            " ".join(j["command"])[:40],
+                        )
+                        for j in rows
+                    ],
+                    ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "COMMAND"),
+                )
+            )
+        elif args.command == "queue":
+            rows = _call(client, "GET", "/queue")
+            print(
+                _table(
+                    [(r["position"], r["id"], _when(r["expected_start"])) for r in rows],
+                    ("POS", "ID", "EXPECTED START"),
+                )
+            )
+        elif args.command == "nodes":
+            rows = _call(client, "GET", "/nodes")
+            print(
+                _table(
+                    [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows],
+                    ("NODE", "TYPE", "GPUS", "FREE"),
+                )
+            )
+        elif args.command == "explain":
+            result = _call(client, "GET", f"/jobs/{args.job}/explain")
+            print(f"{result['id']}: {result['why']}")
+            for decision in result["decisions"]:
+                print(f"  {_when(decision['time'])}: {decision['message']}")
+        elif args.command == "cancel":
+            result = _call(client, "DELETE", f"/jobs/{args.job}")
+            print(f"{result['id']}: {result['state']}")
+        elif args.command == "logs":
+            stream = "stderr" if args.stderr else "stdout"
+            sys.stdout.write(_call(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
+        elif args.command == "whatif":
+            return _whatif(client, args.policy)
+    return 0
+
+
+def _whatif(client: httpx.Client, other: str) -> int:
+    from ilucid.cli import format_table
+    from ilucid.core import Cluster
+    from ilucid.sim import summarize
+    from ilucid.sim.runner import run_policies
+    from ilucid.traces import load_trace
+
+    current = _call(client, "GET", "/policy")["policy"]
+    history = _call(client, "GET", "/history.csv")
+    nodes = _call(client, "GET", "/nodes")
+    if history.count("\n") < 2:
+        raise ValueError("no finished job recorded yet: nothing to replay")
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as handle:
+        handle.write(history)
+    try:
+        trace = load_trace(handle.name)
+    finally:
+        os.unlink(handle.name)
+    cluster = Cluster.homogeneous(len(nodes), max(n["gpus"] for n in nodes))
+    policies = [current] if current == other else [current, other]
+    runs = run_policies(trace.jobs, cluster, policies, processes=1)
+    summaries = [summarize(r.result) for r in runs if r.result is not None]
+    print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
+    print(format_table(summaries))
+    return 0
