@@ -21,7 +21,12 @@ from ilucid.hetero_cli import add_hetero_command, run_hetero_command
 from ilucid.hybrid_cli import add_hybrid_command, run_hybrid_command
 from ilucid.mixed_cli import add_mixed_command, run_mixed_command
 from ilucid.model_cli import add_model_commands, run_model_command
-from ilucid.service_cli import SERVICE_COMMANDS, add_service_commands, run_service_command
+from ilucid.service_cli import (
+    SERVICE_COMMANDS,
+    add_service_commands,
+    live_demo,
+    run_service_command,
+)
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies
@@ -394,7 +399,8 @@ def _demo(args: argparse.Namespace) -> int:
             " running on a SYNTHETIC trace (see ilucid/traces/synthetic.py)"
         )
         trace = synthetic_trace(jobs=args.limit or 5000)
-    return _simulate(sim_args, trace, policies, args.out)
+    code = _simulate(sim_args, trace, policies, args.out)
+    return code or live_demo()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
