@@ -237,6 +237,23 @@ class LocalBackend:
         except OSError:
             return ""
 
+    def pids(self, job_id: str) -> list[int]:
+        """Processes of the job's process group (what NVML reports per process)."""
+        pid_text = (self._read(job_id, "pid") or "").split()
+        if not pid_text or not pid_text[0].isdigit():
+            return []
+        group = int(pid_text[0])
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.getpgid(int(entry.name)) == group:
+                    found.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                continue
+        return found
+
     def forget(self, job_id: str) -> None:
         """Drop the on-disk state of an ended job (its logs are kept)."""
         for name in ("pid", "exit", "gpus"):

@@ -157,6 +157,13 @@ def build_app(service: SchedulerService) -> FastAPI:
         now_why = service.explain(job_id) if state in ("pending", "running") else state
         return {"id": job_id, "state": state, "why": now_why, "decisions": decisions}
 
+    @app.get("/jobs/{job_id}/profile")
+    def profile(job_id: str, who: Who) -> dict[str, float]:
+        """GPU utilisation and memory the live profiler measured for the job."""
+        with Session(engine) as session:
+            own_job(session, job_id, who)
+        return service.profile(job_id)
+
     @app.get("/queue")
     def queue(who: Who) -> list[dict[str, Any]]:
         return [

@@ -31,6 +31,7 @@ __all__ = [
     "DecisionRow",
     "EstimatorVersion",
     "JobRow",
+    "SampleRow",
     "TokenRow",
     "TransitionRow",
     "make_engine",
@@ -87,6 +88,17 @@ class DecisionRow(Base):
     code: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text)
     placement: Mapped[str] = mapped_column(String(256), default="")
+
+
+class SampleRow(Base):
+    __tablename__ = "samples"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    time: Mapped[float] = mapped_column(Float)
+    gpu_util: Mapped[float] = mapped_column(Float)
+    mem_util: Mapped[float] = mapped_column(Float)
+    mem_mib: Mapped[float] = mapped_column(Float)
 
 
 class TokenRow(Base):

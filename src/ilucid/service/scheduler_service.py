@@ -26,6 +26,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from ilucid.backends.base import Backend, Observation, ProcessState
+from ilucid.backends.metrics import MetricsSource
 from ilucid.core import (
     Action,
     Decision,
@@ -37,7 +38,7 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
-from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+from ilucid.service.db import DecisionRow, JobRow, SampleRow, TransitionRow
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
 
@@ -79,7 +80,12 @@ class SchedulerService:
         policy: str = "tiered",
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: MetricsSource | None = None,
+        sample_every_s: float = 10.0,
     ) -> None:
+        self.metrics = metrics
+        self.sample_every_s = sample_every_s
+        self._sampled: dict[str, float] = {}  # job id -> time of its last sample
         self.engine = engine
         self.backend = backend
         self.policy_name = policy
@@ -194,6 +200,8 @@ class SchedulerService:
                 decisions = self.scheduler.schedule(now)
                 self._apply(session, decisions, now)
                 self._retry_starts(session)
+                if self.metrics is not None:
+                    self._sample(session, now)
                 session.commit()
             return decisions
 
@@ -293,6 +301,49 @@ class SchedulerService:
         for row in waiting:
             if row.id not in self._stopping:
                 self._launch(row)
+
+    def _sample(self, session: Session, now: float) -> None:
+        """The live profiler: GPU utilisation and memory of running jobs, stored per job."""
+        assert self.metrics is not None
+        pids_of = getattr(self.backend, "pids", None)
+        running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
+        for row in running:
+            if row.gpu_indices in ("", NO_GPUS) or row.id in self._stopping:
+                continue
+            if now - self._sampled.get(row.id, -1e18) < self.sample_every_s:
+                continue
+            gpus = [int(g) for g in row.gpu_indices.split(",")]
+            pids = pids_of(row.id) if pids_of is not None else []
+            try:
+                sample = self.metrics.sample(row.id, gpus, pids)
+            except Exception as exc:  # a metrics hiccup never stops scheduling
+                print(f"ilucid serve: sampling {row.id} failed: {exc!r}", flush=True)
+                continue
+            self._sampled[row.id] = now
+            if sample is not None:
+                session.add(
+                    SampleRow(
+                        job_id=row.id,
+                        time=now,
+                        gpu_util=sample.gpu_util,
+                        mem_util=sample.mem_util,
+                        mem_mib=sample.mem_mib,
+                    )
+                )
+
+    def profile(self, job_id: str) -> dict[str, float]:
+        """What the live profiler measured for a job: means and peak memory."""
+        with Session(self.engine) as session:
+            samples = session.scalars(select(SampleRow).where(SampleRow.job_id == job_id)).all()
+        if not samples:
+            return {"samples": 0}
+        count = len(samples)
+        return {
+            "samples": count,
+            "gpu_util_mean": sum(s.gpu_util for s in samples) / count,
+            "mem_util_mean": sum(s.mem_util for s in samples) / count,
+            "mem_mib_peak": max(s.mem_mib for s in samples),
+        }
 
     def _transition(self, session: Session, row: JobRow, state: str, reason: str) -> None:
         session.add(
