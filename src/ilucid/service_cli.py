@@ -43,6 +43,12 @@ def add_service_commands(sub: Any) -> None:
     serve.add_argument("--interval", type=float, default=2.0, help="reconcile every N s (2)")
     serve.add_argument("--grace", type=float, default=30.0, help="stop signal to SIGKILL, s")
     serve.add_argument("--stop-signal", default="TERM", help="signal that asks a job to stop")
+    serve.add_argument(
+        "--metrics",
+        default="auto",
+        help="live profiling source: auto (NVML when GPUs were found through it), nvml,"
+        " none, or a CSV of recorded samples (gpu_util,mem_util,mem_mib) to replay",
+    )
 
     token = sub.add_parser("token", help="create an API token (printed once)")
     token.add_argument("action", choices=["create"])
@@ -136,7 +142,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"created the admin token in {path} (export ILUCID_TOKEN=$(cat {path}))")
     gpus = discover_gpus(args.gpus)
     backend = LocalBackend(args.data_dir, gpus, stop_signal=stop_signal, grace_s=args.grace)
-    service = SchedulerService(engine, backend, policy=args.policy)
+    service = SchedulerService(
+        engine, backend, policy=args.policy, metrics=_metrics_source(args.metrics, gpus.source)
+    )
     print(
         f"ilucid serve: {gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}, policy"
         f" {args.policy}, state in {url}, API on http://{args.host}:{args.port}"
@@ -151,6 +159,19 @@ def _serve(args: argparse.Namespace) -> int:
         service.wake.set()
         loop.join(timeout=5)
     return 0
+
+
+def _metrics_source(choice: str, gpu_source: str) -> Any:
+    from ilucid.backends.metrics import NvmlMetrics, ReplayMetrics
+
+    if choice == "none" or (choice == "auto" and gpu_source != "nvml"):
+        return None
+    if choice in ("auto", "nvml"):
+        return NvmlMetrics()
+    path = Path(choice)
+    if not path.exists():
+        raise ValueError(f"--metrics: {choice!r} is not auto, nvml, none or a samples CSV")
+    return ReplayMetrics.from_csv(path)
 
 
 def _token(args: argparse.Namespace) -> int:
