@@ -133,4 +133,4 @@ def test_migrations_and_a_job_on_postgresql(postgres_url: str, tmp_path: Path) -
             .scalars()
             .all()
         )
-    assert transitions == ["pending", "running", "succeeded"]
+    assert transitions == ["pending", "running", "running", "succeeded"]  # decided, launched

@@ -78,7 +78,8 @@ def test_jobs_run_as_processes_with_their_gpus_and_logs(site: Site) -> None:
     assert site.call("GET", f"/jobs/{job}/logs", site.alice).text.strip() in ("gpu=0", "gpu=1")
     shown = site.call("GET", f"/jobs/{failing}", site.alice).json()
     assert shown["exit_code"] == 3
-    assert [t["to"] for t in shown["transitions"]] == ["pending", "running", "failed"]
+    assert [t["to"] for t in shown["transitions"]] == ["pending", "running", "running", "failed"]
+    assert shown["transitions"][2]["reason"].startswith("launched on GPUs ")
     stderr = site.call("GET", f"/jobs/{failing}/logs?stream=stderr", site.alice).text
     assert stderr.strip() == "oops"
 

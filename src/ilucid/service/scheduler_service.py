@@ -116,8 +116,11 @@ class SchedulerService:
                     ProcessState.STOPPING,
                 )
                 if row.state == RUNNING and alive:
+                    assert observed is not None
                     self.scheduler.submit(_spec(row), row.submit_time)
                     self.scheduler.adopt(row.id, Placement(((0, row.gpus),)), now)
+                    if not row.gpu_indices:  # launched, but the crash beat the record
+                        row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
                     continue
                 if row.state == PENDING and alive:  # preempted before the restart
                     self._stopping[row.id] = "preempted"
@@ -199,6 +202,13 @@ class SchedulerService:
                 self._settle_ended(session, seen, now)
                 decisions = self.scheduler.schedule(now)
                 self._apply(session, decisions, now)
+                # write intent before acting: a crash after this commit leaves a job
+                # "running" without a process (requeued on restart) or a process the
+                # restart re-adopts, never a job started twice
+                session.commit()
+                for decision in decisions:
+                    if decision.action is Action.PREEMPT:
+                        self.backend.stop(decision.job_id)
                 self._retry_starts(session)
                 if self.metrics is not None:
                     self._sample(session, now)
@@ -277,21 +287,29 @@ class SchedulerService:
                 if row.first_start is None:
                     row.first_start = now
                 self._transition(session, row, RUNNING, message)
-                row.gpu_indices = ""
-                if row.id not in self._stopping:  # else: once its old process has gone
-                    self._launch(row)
+                row.gpu_indices = ""  # launched by _retry_starts once this is committed
             elif decision.action is Action.PREEMPT:
                 # the core has requeued it already; the process ends on the backend's signal
                 self._transition(session, row, PENDING, message)
                 row.preemptions += 1
                 row.gpu_indices = ""
                 self._stopping[row.id] = "preempted"
-                self.backend.stop(row.id)
 
     def _launch(self, row: JobRow) -> None:
         gpus = self.backend.start(row.id, json.loads(row.command), row.gpus, cwd=row.cwd)
         if gpus is not None:
             row.gpu_indices = ",".join(map(str, gpus)) or NO_GPUS
+            session = Session.object_session(row)
+            if session is not None:
+                session.add(
+                    TransitionRow(
+                        job_id=row.id,
+                        time=self.clock(),
+                        from_state=RUNNING,
+                        to_state=RUNNING,
+                        reason=f"launched on GPUs {row.gpu_indices}",
+                    )
+                )
 
     def _retry_starts(self, session: Session) -> None:
         """Starts that waited for a stopping job's GPUs (or its own old process) to go."""
