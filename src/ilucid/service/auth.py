@@ -41,9 +41,23 @@ def create_token(engine: Engine, user: str, tenant: str, admin: bool = False) ->
     return token
 
 
+_known: dict[tuple[int, str], tuple[float, Identity]] = {}
+#: how long a verified token is trusted without asking the database again
+CACHE_S = 30.0
+
+
 def authenticate(engine: Engine, token: str) -> Identity | None:
+    digest = _hash(token)
+    key = (id(engine), digest)
+    cached = _known.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < CACHE_S:
+        return cached[1]
     with Session(engine) as session:
-        row = session.scalars(select(TokenRow).where(TokenRow.token_hash == _hash(token))).first()
+        row = session.scalars(select(TokenRow).where(TokenRow.token_hash == digest)).first()
         if row is None:
+            _known.pop(key, None)
             return None
-        return Identity(row.user, row.tenant, row.admin)
+        who = Identity(row.user, row.tenant, row.admin)
+    _known[key] = (now, who)
+    return who
