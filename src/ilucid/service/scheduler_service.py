@@ -138,6 +138,10 @@ class SchedulerService:
     def submit(self, request: JobRequest) -> str:
         if not request.command or any(not isinstance(a, str) for a in request.command):
             raise ServiceError("command must be a non-empty list of strings")
+        if not request.command[0] or any("\x00" in a for a in request.command):
+            raise ServiceError("command: the program must be named and no argument may hold NUL")
+        if request.cwd is not None and "\x00" in request.cwd:
+            raise ServiceError("cwd must not hold NUL")
         if request.gpus < 0 or request.gpus > self.cluster.total_gpus:
             raise ServiceError(
                 f"gpus must be between 0 and {self.cluster.total_gpus} (this cluster's total)"
@@ -299,7 +303,16 @@ class SchedulerService:
                 self._stopping[row.id] = "preempted"
 
     def _launch(self, row: JobRow) -> None:
-        gpus = self.backend.start(row.id, json.loads(row.command), row.gpus, cwd=row.cwd)
+        try:
+            gpus = self.backend.start(row.id, json.loads(row.command), row.gpus, cwd=row.cwd)
+        except (OSError, ValueError) as exc:  # e.g. a missing working directory
+            session = Session.object_session(row)
+            if session is not None:
+                now = self.clock()
+                row.end_time = now
+                self.scheduler.finish(row.id, now)
+                self._transition(session, row, FAILED, f"could not be launched: {exc}")
+            return
         if gpus is not None:
             row.gpu_indices = ",".join(map(str, gpus)) or NO_GPUS
             session = Session.object_session(row)
