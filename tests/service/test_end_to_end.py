@@ -1,0 +1,199 @@
+"""Issue 6's end-to-end test: a real ``ilucid serve`` with 4 virtual GPUs, 20 real short
+processes (training and inference, 1-4 GPUs) submitted through the CLI, on SQLite and
+on a real PostgreSQL server.
+
+Each job records, in its own file, every start (time and ``CUDA_VISIBLE_DEVICES``)
+and end; from those the test checks that no GPU was held by two jobs at once, that
+each start saw the GPUs the service says it launched the job on, that an inference
+job preempted a training job which then finished, and that the explanation the API
+serves for every decision equals the decision stored in the database.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ilucid.service.db import DecisionRow, make_engine
+
+JOB = (
+    'echo "start $(date +%s.%N) $CUDA_VISIBLE_DEVICES" >> "$OUT/$ILUCID_JOB_ID";'
+    ' trap \'echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; exit 143\' TERM;'
+    ' sleep {seconds} & wait; echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"'
+)
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ilucid.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'e2e.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    # a fresh schema for this test: drop what an earlier test left
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("drop schema public cascade; create schema public"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def server(database: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+    port = _port()
+    data, out = tmp_path / "data", tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(out)}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ilucid.cli",
+            "serve",
+            "--data-dir",
+            str(data),
+            "--db",
+            database,
+            "--gpus",
+            "4",
+            "--port",
+            str(port),
+            "--interval",
+            "0.2",
+            "--grace",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while _ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise AssertionError(f"serve did not start: {process.communicate()[0]}")
+        time.sleep(0.3)
+    env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
+    yield database, env, out
+    process.terminate()
+    process.wait(timeout=15)
+
+
+def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -> None:
+    database, env, out = server
+    submitted: dict[str, str] = {}  # job id -> class
+    for k in range(16):  # training first, so the cluster is full when inference comes
+        gpus = (1, 2, 4, 1, 2, 3)[k % 6]
+        job = _ilucid(
+            "submit",
+            "--gpus",
+            str(gpus),
+            "--estimate",
+            "600",
+            "--",
+            "sh",
+            "-c",
+            JOB.format(seconds=1 + k % 3),
+            env=env,
+        )
+        assert job.returncode == 0, job.stderr
+        submitted[job.stdout.strip()] = "training"
+    time.sleep(1.0)
+    for k in range(4):
+        job = _ilucid(
+            "submit",
+            "--class",
+            "inference",
+            "--gpus",
+            str(1 + k % 2),
+            "--",
+            "sh",
+            "-c",
+            JOB.format(seconds=0.5),
+            env=env,
+        )
+        assert job.returncode == 0, job.stderr
+        submitted[job.stdout.strip()] = "inference"
+    assert len(submitted) == 20
+
+    deadline = time.monotonic() + 180
+    jobs: list[dict[str, str]] = []
+    while time.monotonic() < deadline:
+        listing = _ilucid("jobs", env=env).stdout.splitlines()[1:]
+        jobs = [
+            dict(zip(("id", "user", "class", "gpus", "state"), line.split()[:5], strict=True))
+            for line in listing
+        ]
+        if len(jobs) == 20 and all(j["state"] == "succeeded" for j in jobs):
+            break
+        time.sleep(0.5)
+    states = {j["id"]: j["state"] for j in jobs}
+    assert set(states) == set(submitted) and set(states.values()) == {"succeeded"}, states
+
+    # every start saw the GPUs it was given; no GPU held by two jobs at once
+    intervals: list[tuple[float, float, set[str], str]] = []
+    for job_id in submitted:
+        lines = (out / job_id).read_text().split("\n")
+        starts = [line.split() for line in lines if line.startswith("start")]
+        ends = [float(line.split()[1]) for line in lines if line.startswith("end")]
+        assert len(starts) == len(ends) >= 1, (job_id, lines)
+        for (_, begin, *gpus), end in zip(starts, ends, strict=True):
+            visible = set(gpus[0].split(",")) if gpus else set()
+            intervals.append((float(begin), end, visible, job_id))
+    for i, (b1, e1, g1, j1) in enumerate(intervals):
+        for b2, e2, g2, j2 in intervals[i + 1 :]:
+            if b1 < e2 and b2 < e1:
+                assert not g1 & g2, f"{j1} and {j2} shared GPUs {g1 & g2}"
+
+    # an inference job preempted a training job, which resumed and finished
+    preempted = []
+    for job_id, job_class in submitted.items():
+        shown = _ilucid("explain", job_id, env=env).stdout
+        if job_class == "training" and "preempted by inference job" in shown:
+            preempted.append(job_id)
+    assert preempted, "no training job was preempted by inference"
+    assert all(len((out / j).read_text().split("start")) > 2 for j in preempted)  # restarted
+
+    # the explanation served for every decision is the stored decision
+    engine = make_engine(database)
+    with Session(engine) as session:
+        for job_id in submitted:
+            stored = [
+                d.message
+                for d in session.scalars(
+                    select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
+                )
+            ]
+            served = [
+                line.split(": ", 1)[1]
+                for line in _ilucid("explain", job_id, env=env).stdout.splitlines()[1:]
+            ]
+            assert served == stored and stored, job_id
+    engine.dispose()
