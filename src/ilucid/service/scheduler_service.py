@@ -118,7 +118,10 @@ class SchedulerService:
                     ProcessState.RUNNING,
                     ProcessState.STOPPING,
                 )
-                if row.state == RUNNING and alive:
+                # a process that ended while the service was down is adopted too: the
+                # first pass records how it ended (requeueing it would run it twice)
+                ended = observed is not None and observed.state is ProcessState.EXITED
+                if row.state == RUNNING and (alive or ended):
                     assert observed is not None
                     self.scheduler.submit(_spec(row), row.submit_time)
                     self.scheduler.adopt(row.id, Placement(((0, row.gpus),)), now)
