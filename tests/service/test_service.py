@@ -154,5 +154,12 @@ def test_restart_readopts_running_jobs_and_loses_nothing(site: Site) -> None:
 
 def test_metrics_and_openapi(site: Site) -> None:
     submit(site, site.alice, ["true"])
-    assert 'ilucid_jobs{state="pending"} 1' in site.client.get("/metrics").text
+    submit(site, site.bob, ["true"], **{"class": "inference"})
+    text = site.client.get("/metrics").text
+    assert 'ilucid_jobs{state="pending"} 2' in text
+    assert 'ilucid_pending_jobs{class="inference",tenant="nlp"} 1' in text
+    site.service.reconcile()
+    text = site.client.get("/metrics").text
+    assert 'ilucid_decisions_total{action="start",reason="Scheduled"}' in text
+    assert "ilucid_pass_seconds_count 1" in text and 'le="+Inf"} 1' in text
     assert "/jobs/{job_id}/explain" in site.client.get("/openapi.json").json()["paths"]

@@ -20,7 +20,12 @@ from sqlalchemy.orm import Session
 from ilucid.core import JobClass
 from ilucid.service.auth import Identity, authenticate
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
-from ilucid.service.scheduler_service import JobRequest, SchedulerService, ServiceError
+from ilucid.service.scheduler_service import (
+    PASS_BUCKETS,
+    JobRequest,
+    SchedulerService,
+    ServiceError,
+)
 
 __all__ = ["build_app"]
 
@@ -208,17 +213,61 @@ def build_app(service: SchedulerService) -> FastAPI:
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> str:
+        """Prometheus text: jobs by state, pending by class and tenant, GPUs, preemptions,
+        decisions by reason, and the scheduling-pass latency histogram."""
+        from sqlalchemy import func
+
         with Session(engine) as session:
-            counts: dict[str, int] = {}
-            for row in session.scalars(select(JobRow)):
-                counts[row.state] = counts.get(row.state, 0) + 1
+            states = session.execute(
+                select(JobRow.state, func.count()).group_by(JobRow.state)
+            ).all()
+            pending = session.execute(
+                select(JobRow.job_class, JobRow.tenant, func.count())
+                .where(JobRow.state == "pending")
+                .group_by(JobRow.job_class, JobRow.tenant)
+            ).all()
+            preemptions = session.scalar(select(func.coalesce(func.sum(JobRow.preemptions), 0)))
+            reasons = session.execute(
+                select(DecisionRow.action, DecisionRow.code, func.count()).group_by(
+                    DecisionRow.action, DecisionRow.code
+                )
+            ).all()
         with service.lock:
             free = service.scheduler.free.free_total
             total = service.cluster.total_gpus
+            buckets = list(service.pass_histogram)
+            pass_sum, pass_count = service.pass_seconds, service.passes
         lines = ["# TYPE ilucid_jobs gauge"]
-        lines += [f'ilucid_jobs{{state="{s}"}} {n}' for s, n in sorted(counts.items())]
+        lines += [f'ilucid_jobs{{state="{s}"}} {n}' for s, n in sorted(states)]
+        lines += ["# TYPE ilucid_pending_jobs gauge"]
+        lines += [
+            f'ilucid_pending_jobs{{class="{c}",tenant="{t}"}} {n}' for c, t, n in sorted(pending)
+        ]
         lines += ["# TYPE ilucid_gpus_busy gauge", f"ilucid_gpus_busy {total - free}"]
         lines += ["# TYPE ilucid_gpus_total gauge", f"ilucid_gpus_total {total}"]
+        lines += [
+            "# TYPE ilucid_gpu_utilisation gauge",
+            f"ilucid_gpu_utilisation {(total - free) / total if total else 0:.4f}",
+        ]
+        lines += [
+            "# TYPE ilucid_preemptions_total counter",
+            f"ilucid_preemptions_total {preemptions}",
+        ]
+        lines += ["# TYPE ilucid_decisions_total counter"]
+        lines += [
+            f'ilucid_decisions_total{{action="{a}",reason="{c}"}} {n}'
+            for a, c, n in sorted(reasons)
+        ]
+        lines += ["# TYPE ilucid_pass_seconds histogram"]
+        cumulative = 0
+        for bound, count in zip(PASS_BUCKETS, buckets, strict=False):
+            cumulative += count
+            lines.append(f'ilucid_pass_seconds_bucket{{le="{bound:g}"}} {cumulative}')
+        lines.append(f'ilucid_pass_seconds_bucket{{le="+Inf"}} {pass_count}')
+        lines += [
+            f"ilucid_pass_seconds_sum {pass_sum:.6f}",
+            f"ilucid_pass_seconds_count {pass_count}",
+        ]
         return "\n".join(lines) + "\n"
 
     @app.get("/", response_class=HTMLResponse)

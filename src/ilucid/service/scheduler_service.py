@@ -51,6 +51,8 @@ PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "cancelled",
 )
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
+#: upper bounds (s) of the scheduling-pass latency histogram served at /metrics
+PASS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 #: ``gpu_indices`` of a launched job that holds no GPU ("" means not launched yet)
 NO_GPUS = "-"
 
@@ -85,6 +87,9 @@ class SchedulerService:
     ) -> None:
         self.metrics = metrics
         self.sample_every_s = sample_every_s
+        self.passes = 0
+        self.pass_seconds = 0.0
+        self.pass_histogram = [0] * len(PASS_BUCKETS)  # per bucket, not cumulative
         self._sampled: dict[str, float] = {}  # job id -> time of its last sample
         self.engine = engine
         self.backend = backend
@@ -210,7 +215,9 @@ class SchedulerService:
             now = self.clock()
             with Session(self.engine) as session:
                 self._settle_ended(session, seen, now)
+                began = time.perf_counter()
                 decisions = self.scheduler.schedule(now)
+                self._time_pass(time.perf_counter() - began)
                 self._apply(session, decisions, now)
                 # write intent before acting: a crash after this commit leaves a job
                 # "running" without a process (requeued on restart) or a process the
@@ -224,6 +231,14 @@ class SchedulerService:
                     self._sample(session, now)
                 session.commit()
             return decisions
+
+    def _time_pass(self, seconds: float) -> None:
+        self.passes += 1
+        self.pass_seconds += seconds
+        for index, bound in enumerate(PASS_BUCKETS):
+            if seconds <= bound:
+                self.pass_histogram[index] += 1
+                break
 
     def _settle_ended(self, session: Session, seen: Observation, now: float) -> None:
         for job_id, why in list(self._stopping.items()):
