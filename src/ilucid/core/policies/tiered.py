@@ -467,7 +467,7 @@ class TieredPolicy:
         turn = [(book.share(t), t) for t, entries in self._pending.items() if entries]
         heapq.heapify(turn)
         smallest_failure: dict[tuple[str | None, float | None], int] = {}
-        looked = 0  # entries examined, skipped ones included: bounds a pass's cost
+        looked = 0  # entries passed over (did not fit, refused, skipped): bounds the cost
         depth = self.config.scan_depth
         pools = free.pool_free
         while turn and pools.get(MAIN_POOL, 0) + pools.get(SERVING_POOL, 0) > 0 and looked < depth:
@@ -491,6 +491,7 @@ class TieredPolicy:
                 step, job, f"fair share: tenant {tenant} has the lowest usage"
             ):
                 cursor[tenant] = index  # the started job left the list
+                looked -= 1  # starting a job is progress, not scanning
             else:
                 self._why.pop(job.seq, None)
                 smallest_failure[shape] = min(
