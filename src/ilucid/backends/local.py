@@ -119,8 +119,11 @@ class LocalBackend:
     def observe(self) -> Observation:
         jobs: dict[str, ObservedJob] = {}
         for folder in sorted(self.root.iterdir()):
-            if not folder.is_dir() or not (folder / "pid").exists():
+            # ``gpus`` is written before the launch, ``pid`` right after it
+            if not folder.is_dir() or not (folder / "gpus").exists():
                 continue
+            if not (folder / "pid").exists() and not (folder / "exit").exists():
+                self._recover_pid(folder)
             jobs[folder.name] = self._observe_one(folder.name)
         return Observation(Cluster((self.node,)), jobs)
 
@@ -152,6 +155,22 @@ class LocalBackend:
                 self._signal(int(pid_text[0]), signal.SIGKILL)
             return ObservedJob(job_id, ProcessState.STOPPING, gpus)
         return ObservedJob(job_id, ProcessState.RUNNING, gpus)
+
+    def _recover_pid(self, folder: Path) -> None:
+        """A service killed between launching a job and writing its pid: find the
+        job's wrapper by its command line (it names the job's exit file)."""
+        marker = str(folder / "exit")
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and b"ilucid.backends.runner" in argv:
+                pid = int(entry.name)
+                (folder / "pid").write_text(f"{pid} {_start_time(pid) or ''}", encoding="utf-8")
+                return
 
     def _busy_gpus(self) -> set[int]:
         busy: set[int] = set()
