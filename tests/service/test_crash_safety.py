@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,18 +25,15 @@ from ilucid.service.db import JobRow, TransitionRow, make_engine
 KILLS = 20
 JOB = 'echo "start $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; sleep {seconds}'
 
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_helpers import free_port  # noqa: E402
 
 
 def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
     rng = random.Random(7)
     data, out = tmp_path / "data", tmp_path / "out"
     out.mkdir()
-    port = _port()
+    port = free_port()
     env = {**os.environ, "OUT": str(out)}
     command = [
         sys.executable,

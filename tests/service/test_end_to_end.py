@@ -12,7 +12,6 @@ serves for every decision equals the decision stored in the database.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,22 +30,8 @@ JOB = (
     ' sleep {seconds} & wait; echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"'
 )
 
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ilucid.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_helpers import free_port, run_ilucid  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -66,7 +51,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def server(database: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
-    port = _port()
+    port = free_port()
     data, out = tmp_path / "data", tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(out)}
@@ -95,7 +80,7 @@ def server(database: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str],
         env=env,
     )
     deadline = time.monotonic() + 30
-    while _ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
+    while run_ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
         if time.monotonic() > deadline or process.poll() is not None:
             process.kill()
             raise AssertionError(f"serve did not start: {process.communicate()[0]}")
@@ -111,7 +96,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
     submitted: dict[str, str] = {}  # job id -> class
     for k in range(16):  # training first, so the cluster is full when inference comes
         gpus = (1, 2, 4, 1, 2, 3)[k % 6]
-        job = _ilucid(
+        job = run_ilucid(
             "submit",
             "--gpus",
             str(gpus),
@@ -127,7 +112,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
         submitted[job.stdout.strip()] = "training"
     time.sleep(1.0)
     for k in range(4):
-        job = _ilucid(
+        job = run_ilucid(
             "submit",
             "--class",
             "inference",
@@ -146,7 +131,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
     deadline = time.monotonic() + 180
     jobs: list[dict[str, str]] = []
     while time.monotonic() < deadline:
-        listing = _ilucid("jobs", env=env).stdout.splitlines()[1:]
+        listing = run_ilucid("jobs", env=env).stdout.splitlines()[1:]
         jobs = [
             dict(zip(("id", "user", "class", "gpus", "state"), line.split()[:5], strict=True))
             for line in listing
@@ -175,7 +160,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
     # an inference job preempted a training job, which resumed and finished
     preempted = []
     for job_id, job_class in submitted.items():
-        shown = _ilucid("explain", job_id, env=env).stdout
+        shown = run_ilucid("explain", job_id, env=env).stdout
         if job_class == "training" and "preempted by inference job" in shown:
             preempted.append(job_id)
     assert preempted, "no training job was preempted by inference"
@@ -193,7 +178,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
             ]
             served = [
                 line.split(": ", 1)[1]
-                for line in _ilucid("explain", job_id, env=env).stdout.splitlines()[1:]
+                for line in run_ilucid("explain", job_id, env=env).stdout.splitlines()[1:]
             ]
             assert served == stored and stored, job_id
     engine.dispose()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,22 +10,8 @@ from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ilucid.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_helpers import free_port, run_ilucid
 
 
 @pytest.fixture
@@ -55,7 +40,7 @@ def served(tmp_path: Path):  # type: ignore[no-untyped-def]
     env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}"}
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if ilucid("nodes", "--data-dir", str(data), env=env).returncode == 0:
+        if run_ilucid("nodes", "--data-dir", str(data), env=env).returncode == 0:
             break
         time.sleep(0.3)
     else:
@@ -69,33 +54,34 @@ def served(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  # type: ignore[no-untyped-def]
     data, env = served
     common = ("--data-dir", str(data))
-    long = ilucid(
+    long = run_ilucid(
         "submit", *common, "--gpus", "2", "--estimate", "600", "--", "sleep", "30", env=env
     ).stdout.strip()
-    short = ilucid(
+    short = run_ilucid(
         "submit", *common, "--gpus", "1", "--", "sh", "-c", "echo hi $CUDA_VISIBLE_DEVICES", env=env
     ).stdout.strip()
     time.sleep(1.0)
-    jobs = ilucid("jobs", *common, env=env).stdout
+    jobs = run_ilucid("jobs", *common, env=env).stdout
     assert f"{long}  admin  training  2     running" in jobs
-    queue = ilucid("queue", *common, env=env).stdout
+    queue = run_ilucid("queue", *common, env=env).stdout
     assert short in queue and "in " in queue  # expected start shown
-    why = ilucid("explain", short, *common, env=env).stdout
+    why = run_ilucid("explain", short, *common, env=env).stdout
     assert "pending (position 1 in tiered order)" in why
-    assert ilucid("cancel", long, *common, env=env).stdout.strip() == f"{long}: stopping"
+    assert run_ilucid("cancel", long, *common, env=env).stdout.strip() == f"{long}: stopping"
     deadline = time.monotonic() + 20
     while (
-        time.monotonic() < deadline and "succeeded" not in ilucid("jobs", *common, env=env).stdout
+        time.monotonic() < deadline
+        and "succeeded" not in run_ilucid("jobs", *common, env=env).stdout
     ):
         time.sleep(0.3)
-    assert ilucid("logs", short, *common, env=env).stdout.startswith("hi ")
-    final = ilucid("jobs", *common, env=env).stdout
+    assert run_ilucid("logs", short, *common, env=env).stdout.startswith("hi ")
+    final = run_ilucid("jobs", *common, env=env).stdout
     assert "cancelled" in final and "succeeded" in final
-    bad = ilucid("explain", "j999999", *common, env=env)
+    bad = run_ilucid("explain", "j999999", *common, env=env)
     assert bad.returncode == 2 and "404: no job j999999" in bad.stderr
 
 
 def test_submit_without_a_command_is_a_clear_error(served) -> None:  # type: ignore[no-untyped-def]
     data, env = served
-    result = ilucid("submit", "--data-dir", str(data), env=env)
+    result = run_ilucid("submit", "--data-dir", str(data), env=env)
     assert result.returncode == 2 and "give the command after --" in result.stderr
