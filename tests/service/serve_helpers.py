@@ -23,3 +23,22 @@ def run_ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
         timeout=60,
         check=False,
     )
+
+
+def serve_command(data: object, port: int, gpus: int, interval: float, *extra: str) -> list[str]:
+    """``ilucid serve`` on ``gpus`` virtual GPUs, state in ``data``, API on ``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "ilucid.cli",
+        "serve",
+        "--data-dir",
+        str(data),
+        "--gpus",
+        str(gpus),
+        "--port",
+        str(port),
+        "--interval",
+        str(interval),
+        *extra,
+    ]

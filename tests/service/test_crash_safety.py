@@ -26,7 +26,7 @@ KILLS = 20
 JOB = 'echo "start $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; sleep {seconds}'
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port  # noqa: E402
+from serve_helpers import free_port, serve_command  # noqa: E402
 
 
 def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
@@ -35,20 +35,7 @@ def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
     out.mkdir()
     port = free_port()
     env = {**os.environ, "OUT": str(out)}
-    command = [
-        sys.executable,
-        "-m",
-        "ilucid.cli",
-        "serve",
-        "--data-dir",
-        str(data),
-        "--gpus",
-        "4",
-        "--port",
-        str(port),
-        "--interval",
-        "0.1",
-    ]
+    command = serve_command(data, port, 4, 0.1)
     url = f"http://127.0.0.1:{port}"
     accepted: list[str] = []
 

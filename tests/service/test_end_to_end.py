@@ -31,7 +31,7 @@ JOB = (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, run_ilucid  # noqa: E402
+from serve_helpers import free_port, run_ilucid, serve_command  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -56,24 +56,7 @@ def server(database: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str],
     out.mkdir()
     env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(out)}
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ilucid.cli",
-            "serve",
-            "--data-dir",
-            str(data),
-            "--db",
-            database,
-            "--gpus",
-            "4",
-            "--port",
-            str(port),
-            "--interval",
-            "0.2",
-            "--grace",
-            "5",
-        ],
+        serve_command(data, port, 4, 0.2, "--db", database, "--grace", "5"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

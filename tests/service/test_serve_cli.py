@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, run_ilucid
+from serve_helpers import free_port, run_ilucid, serve_command
 
 
 @pytest.fixture
@@ -19,20 +19,7 @@ def served(tmp_path: Path):  # type: ignore[no-untyped-def]
     port = free_port()
     data = tmp_path / "data"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ilucid.cli",
-            "serve",
-            "--data-dir",
-            str(data),
-            "--gpus",
-            "2",
-            "--port",
-            str(port),
-            "--interval",
-            "0.2",
-        ],
+        serve_command(data, port, 2, 0.2),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
