@@ -49,6 +49,21 @@ def add_service_commands(sub: Any) -> None:
         help="live profiling source: auto (NVML when GPUs were found through it), nvml,"
         " none, or a CSV of recorded samples (gpu_util,mem_util,mem_mib) to replay",
     )
+    serve.add_argument(
+        "--profiler-gpus",
+        type=int,
+        default=0,
+        help="GPUs set apart as a node the lucid policy may profile new jobs on (0)",
+    )
+    serve.add_argument(
+        "--profile-limit", type=float, default=300.0, help="lucid: profiling run length, s (300)"
+    )
+    serve.add_argument(
+        "--packing-model",
+        type=Path,
+        help="lucid: a packing analyzer from `ilucid model train packing`"
+        " (default: a stated rule on GPU utilisation)",
+    )
 
     token = sub.add_parser("token", help="create an API token (printed once)")
     token.add_argument("action", choices=["create"])
@@ -116,9 +131,10 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ilucid.backends.local import LocalBackend, discover_gpus
-    from ilucid.service.api import LIVE_POLICIES, build_app
+    from ilucid.service.api import build_app
     from ilucid.service.auth import create_token
     from ilucid.service.db import TokenRow, make_engine, migrate
+    from ilucid.service.live_policies import LIVE_POLICIES, live_policy_factory
     from ilucid.service.scheduler_service import SchedulerService
 
     if args.policy not in LIVE_POLICIES:
@@ -140,10 +156,30 @@ def _serve(args: argparse.Namespace) -> int:
         path.write_text(token + "\n", encoding="utf-8")
         path.chmod(0o600)
         print(f"created the admin token in {path} (export ILUCID_TOKEN=$(cat {path}))")
+    packing = None
+    if args.packing_model is not None:
+        from ilucid.estimators.duration import load_estimator
+        from ilucid.estimators.packing import PackingAnalyzer
+
+        packing = load_estimator(args.packing_model)
+        if not isinstance(packing, PackingAnalyzer):
+            raise ValueError(f"--packing-model {args.packing_model}: not a packing analyzer")
     gpus = discover_gpus(args.gpus)
-    backend = LocalBackend(args.data_dir, gpus, stop_signal=stop_signal, grace_s=args.grace)
+    backend = LocalBackend(
+        args.data_dir,
+        gpus,
+        stop_signal=stop_signal,
+        grace_s=args.grace,
+        profiler_gpus=args.profiler_gpus,
+    )
     service = SchedulerService(
-        engine, backend, policy=args.policy, metrics=_metrics_source(args.metrics, gpus.source)
+        engine,
+        backend,
+        policy=args.policy,
+        metrics=_metrics_source(args.metrics, gpus.source),
+        policy_factory=live_policy_factory(args.profile_limit),
+        packing=packing,
+        packing_source=str(args.packing_model or ""),
     )
     print(
         f"ilucid serve: {gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}, policy"

@@ -31,6 +31,8 @@ class ObservedJob:
     state: ProcessState
     gpus: tuple[int, ...] = ()
     exit_code: int | None = None
+    #: where it runs: (node name, GPUs there) per node; empty when the backend cannot say
+    parts: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +53,14 @@ class Backend(Protocol):
         gpus: int,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        placement: Sequence[tuple[str, int]] | None = None,
     ) -> tuple[int, ...] | None:
-        """Launch; returns the GPU indices used, or None if they are not free yet."""
+        """Launch; returns the GPU indices used, or None if they are not free yet.
+
+        ``placement`` is the core's choice, (node name, GPUs there) per node; a
+        backend honours it (local GPU ranges, Slurm ``--nodelist``, Kubernetes
+        node affinity) so what runs is what the core decided.
+        """
         ...
 
     def stop(self, job_id: str) -> None:

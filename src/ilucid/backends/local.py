@@ -11,6 +11,11 @@ and SIGKILL after a grace period.
 GPUs are discovered through NVML (``nvidia-ml-py``) when it is installed and
 finds a driver; otherwise the backend offers a configured number of virtual
 GPUs (for CPU-only machines and tests).
+
+With ``profiler_gpus`` the host is shown to the core as two nodes: the last
+``profiler_gpus`` GPUs form a node of their own (``<host>-profiler``) that a
+profiling policy (lucid) can turn into its profiling pool, the rest form
+``<host>``. GPU indices stay the host's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 
 from ilucid.backends.base import Observation, ObservedJob, ProcessState
 from ilucid.core import Cluster, Node
+from ilucid.core.policies.lucid import PROFILER_LABEL
 
 __all__ = ["GpuInventory", "LocalBackend", "discover_gpus"]
 
@@ -87,6 +93,7 @@ class LocalBackend:
         stop_signal: int = signal.SIGTERM,
         grace_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        profiler_gpus: int = 0,
     ) -> None:
         self.root = Path(data_dir) / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -94,12 +101,25 @@ class LocalBackend:
         self.stop_signal = stop_signal
         self.grace_s = grace_s
         self.clock = clock
-        self.node = Node(
-            socket.gethostname() or "localhost",
-            self.gpus.count,
-            self.gpus.gpu_type,
-            self.gpus.memory_gb,
-        )
+        count = self.gpus.count
+        if not 0 <= profiler_gpus < count:
+            raise ValueError(
+                f"profiler_gpus must be between 0 and {count - 1} (this host has {count} GPUs)"
+            )
+        host = socket.gethostname() or "localhost"
+        sizes = [(host, count - profiler_gpus)]
+        if profiler_gpus:
+            sizes.append((f"{host}-profiler", profiler_gpus))
+        nodes: list[Node] = []
+        self._ranges: dict[str, range] = {}
+        first = 0
+        for name, size in sizes:
+            labels = {PROFILER_LABEL: "yes"} if name.endswith("-profiler") else {}
+            nodes.append(Node(name, size, self.gpus.gpu_type, self.gpus.memory_gb, labels))
+            self._ranges[name] = range(first, first + size)
+            first += size
+        self.cluster = Cluster(tuple(nodes))
+        self.node = nodes[0]
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
 
@@ -125,7 +145,15 @@ class LocalBackend:
             if not (folder / "pid").exists() and not (folder / "exit").exists():
                 self._recover_pid(folder)
             jobs[folder.name] = self._observe_one(folder.name)
-        return Observation(Cluster((self.node,)), jobs)
+        return Observation(self.cluster, jobs)
+
+    def parts_of(self, gpus: Sequence[int]) -> tuple[tuple[str, int], ...]:
+        """The logical nodes holding these host GPU indices, with how many on each."""
+        return tuple(
+            (name, count)
+            for name, indices in self._ranges.items()
+            if (count := sum(1 for g in gpus if g in indices))
+        )
 
     def _observe_one(self, job_id: str) -> ObservedJob:
         gpus = tuple(int(g) for g in (self._read(job_id, "gpus") or "").split(",") if g)
@@ -136,7 +164,9 @@ class LocalBackend:
         if exit_text is not None:
             self._children.pop(job_id, None)
             self._stopping.pop(job_id, None)
-            return ObservedJob(job_id, ProcessState.EXITED, gpus, int(exit_text))
+            return ObservedJob(
+                job_id, ProcessState.EXITED, gpus, int(exit_text), self.parts_of(gpus)
+            )
         pid_text = (self._read(job_id, "pid") or "").split()
         alive = (
             len(pid_text) == 2
@@ -147,14 +177,16 @@ class LocalBackend:
             self._children.pop(job_id, None)
             deadline = self._stopping.pop(job_id, None)
             if deadline is not None:  # killed after its grace period: no exit file
-                return ObservedJob(job_id, ProcessState.EXITED, gpus, -int(signal.SIGKILL))
-            return ObservedJob(job_id, ProcessState.LOST, gpus)
+                return ObservedJob(
+                    job_id, ProcessState.EXITED, gpus, -int(signal.SIGKILL), self.parts_of(gpus)
+                )
+            return ObservedJob(job_id, ProcessState.LOST, gpus, parts=self.parts_of(gpus))
         deadline = self._stopping.get(job_id)
         if deadline is not None:
             if self.clock() >= deadline:
                 self._signal(int(pid_text[0]), signal.SIGKILL)
-            return ObservedJob(job_id, ProcessState.STOPPING, gpus)
-        return ObservedJob(job_id, ProcessState.RUNNING, gpus)
+            return ObservedJob(job_id, ProcessState.STOPPING, gpus, parts=self.parts_of(gpus))
+        return ObservedJob(job_id, ProcessState.RUNNING, gpus, parts=self.parts_of(gpus))
 
     def _recover_pid(self, folder: Path) -> None:
         """A service killed between launching a job and writing its pid: find the
@@ -186,18 +218,35 @@ class LocalBackend:
         gpus: int,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        placement: Sequence[tuple[str, int]] | None = None,
     ) -> tuple[int, ...] | None:
         if not command:
             raise ValueError(f"job {job_id}: empty command")
+        if placement is not None:
+            unknown = [name for name, _ in placement if name not in self._ranges]
+            if unknown or sum(n for _, n in placement) != gpus:
+                raise ValueError(
+                    f"job {job_id}: placement {list(placement)} does not fit this host's"
+                    f" nodes {list(self._ranges)} or its {gpus} GPUs"
+                )
         folder = self._dir(job_id)
         if (folder / "pid").exists():
             seen = self._observe_one(job_id)
             if seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
                 return seen.gpus  # already running: never start a job twice
-        free = [g for g in range(self.gpus.count) if g not in self._busy_gpus()]
-        if len(free) < gpus:
-            return None  # a stopping job still holds them; try again on the next pass
-        chosen = tuple(free[:gpus])
+        busy = self._busy_gpus()
+        wanted = placement if placement is not None else [(name, 0) for name in self._ranges]
+        chosen_list: list[int] = []
+        for name, count in wanted:
+            free = [g for g in self._ranges[name] if g not in busy]
+            if placement is None:  # no hint: lowest free indices anywhere
+                count = min(len(free), gpus - len(chosen_list))
+            if len(free) < count:
+                return None  # a stopping job still holds them; try again on the next pass
+            chosen_list += free[:count]
+        if len(chosen_list) < gpus:
+            return None
+        chosen = tuple(chosen_list)
         folder.mkdir(parents=True, exist_ok=True)
         for stale in ("exit", "exit.tmp", "pid"):
             (folder / stale).unlink(missing_ok=True)

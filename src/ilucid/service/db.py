@@ -65,6 +65,8 @@ class JobRow(Base):
     estimate_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     checkpoint_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
+    #: end of the live profiling run now under way (None: not profiling)
+    profile_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TransitionRow(Base):

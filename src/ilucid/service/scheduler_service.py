@@ -34,11 +34,14 @@ from ilucid.core import (
     JobSpec,
     JobStatus,
     Placement,
+    Policy,
     Scheduler,
     SchedulerConfig,
     make_policy,
 )
-from ilucid.service.db import DecisionRow, JobRow, SampleRow, TransitionRow
+from ilucid.estimators.packing import PackingAnalyzer
+from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
+from ilucid.service.live_profiler import RULE_THRESHOLDS, MeasuredRun, profile_report
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
 
@@ -84,8 +87,13 @@ class SchedulerService:
         clock: Callable[[], float] = time.time,
         metrics: MetricsSource | None = None,
         sample_every_s: float = 10.0,
+        policy_factory: Callable[[str], Policy] = make_policy,
+        packing: PackingAnalyzer | None = None,
+        packing_source: str = "",
     ) -> None:
         self.metrics = metrics
+        self.policy_factory = policy_factory
+        self.packing = packing
         self.sample_every_s = sample_every_s
         self.passes = 0
         self.pass_seconds = 0.0
@@ -102,14 +110,50 @@ class SchedulerService:
         with Session(engine) as session:
             last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
         self._last_number = int(last[1:]) if last and last[1:].isdigit() else 0
+        self._record_estimators(packing_source)
         with self.lock:
             self._rebuild(backend.observe())
+
+    def _record_estimators(self, packing_source: str) -> None:
+        """Store which estimators this run decides with (a new row only when one changed),
+        so every profiling report can be traced to the model that scored it."""
+        light, medium = RULE_THRESHOLDS
+        if self.packing is not None:
+            tree = getattr(self.packing.model, "tree_", None)
+            rows = int(tree.n_node_samples[0]) if tree is not None else 0
+            packing = (packing_source or self.packing.trained_on, rows)
+        else:
+            packing = (f"rule: gpu_util <= {light:g}% light, <= {medium:g}% medium, else heavy", 0)
+        with Session(self.engine) as session:
+            ended = session.scalars(
+                select(JobRow.id).where(JobRow.state.in_([SUCCEEDED, FAILED]))
+            ).all()
+            wanted = {
+                "packing": packing,
+                "duration": ("median of this service's past jobs that outlived a profile", 0),
+            }
+            for kind, (path, rows) in wanted.items():
+                last = session.scalars(
+                    select(EstimatorVersion)
+                    .where(EstimatorVersion.kind == kind)
+                    .order_by(EstimatorVersion.id.desc())
+                    .limit(1)
+                ).first()
+                if last is None or last.path != path:
+                    count = rows if kind == "packing" else len(ended)
+                    session.add(
+                        EstimatorVersion(kind=kind, path=path, trained_at=self.clock(), rows=count)
+                    )
+            session.commit()
 
     # -- recovery ----------------------------------------------------------------------
     def _rebuild(self, seen: Observation) -> None:
         """A fresh core from the database; running jobs re-adopted from the backend."""
         self.cluster = seen.cluster
-        self.scheduler = Scheduler(self.cluster, make_policy(self.policy_name), config=self.config)
+        self.scheduler = Scheduler(
+            self.cluster, self.policy_factory(self.policy_name), config=self.config
+        )
+        node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
         with Session(self.engine) as session:
             rows = session.scalars(
                 select(JobRow)
@@ -129,7 +173,10 @@ class SchedulerService:
                 if row.state == RUNNING and (alive or ended):
                     assert observed is not None
                     self.scheduler.submit(_spec(row), row.submit_time)
-                    self.scheduler.adopt(row.id, Placement(((0, row.gpus),)), now)
+                    parts: tuple[tuple[int, int], ...] = ((0, row.gpus),)
+                    if observed.parts and all(name in node_index for name, _ in observed.parts):
+                        parts = tuple((node_index[name], n) for name, n in observed.parts)
+                    self.scheduler.adopt(row.id, Placement(parts), now)
                     if not row.gpu_indices:  # launched, but the crash beat the record
                         row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
                     continue
@@ -215,6 +262,7 @@ class SchedulerService:
             now = self.clock()
             with Session(self.engine) as session:
                 self._settle_ended(session, seen, now)
+                self._end_profiling(session, now)
                 began = time.perf_counter()
                 decisions = self.scheduler.schedule(now)
                 self._time_pass(time.perf_counter() - began)
@@ -251,6 +299,12 @@ class SchedulerService:
             del self._stopping[job_id]
             self._forget(job_id)
             row = session.get(JobRow, job_id)
+            if why == "profiled" and row is not None and row.state == RUNNING:
+                if observed is not None and observed.exit_code == 0:
+                    why = ""  # it finished as its profile ended: recorded below as done
+                else:
+                    self._profiled(session, row, now)
+                    continue
             if why == "cancelled" and row is not None and row.state == RUNNING:
                 row.exit_code = observed.exit_code if observed is not None else None
                 row.end_time = now
@@ -286,6 +340,62 @@ class SchedulerService:
             self._transition(session, row, final, why)
             self._forget(row.id)
 
+    def _end_profiling(self, session: Session, now: float) -> None:
+        """Stop each profiling run whose time is up; its measurements go to the policy
+        once the process is gone (``_profiled``), and it waits for the main pool."""
+        due = session.scalars(
+            select(JobRow).where(
+                JobRow.state == RUNNING,
+                JobRow.profile_until.is_not(None),
+                JobRow.profile_until <= now,
+            )
+        ).all()
+        for row in due:
+            if row.id in self._stopping or row.gpu_indices in ("", NO_GPUS):
+                continue
+            if not hasattr(self.scheduler.policy, "on_profiled"):
+                row.profile_until = None  # the policy changed: the job simply runs on
+                continue
+            self._stopping[row.id] = "profiled"
+            self.backend.stop(row.id)
+
+    def _profiled(self, session: Session, row: JobRow, now: float) -> None:
+        """Hand a finished profiling run's measurements to the policy; the job requeues."""
+        launched = max(
+            (
+                t.time
+                for t in session.scalars(
+                    select(TransitionRow).where(
+                        TransitionRow.job_id == row.id, TransitionRow.to_state == RUNNING
+                    )
+                )
+            ),
+            default=now,
+        )
+        window = session.scalars(
+            select(SampleRow).where(SampleRow.job_id == row.id, SampleRow.time >= launched - 1e-6)
+        ).all()
+        count = len(window)
+        run = MeasuredRun(
+            samples=count,
+            gpu_util=sum(s.gpu_util for s in window) / count if count else 0.0,
+            mem_util=sum(s.mem_util for s in window) / count if count else 0.0,
+            mem_mib=max((s.mem_mib for s in window), default=0.0),
+            ran_s=max(0.0, now - launched),
+        )
+        past = [
+            end - start
+            for start, end in session.execute(
+                select(JobRow.first_start, JobRow.end_time).where(JobRow.state == SUCCEEDED)
+            )
+            if start is not None and end is not None
+        ]
+        report = profile_report(run, row.estimate_s, past, self.packing)
+        self.scheduler.profiled(row.id, now, report)
+        row.profile_until = None
+        row.gpu_indices = ""
+        self._transition(session, row, PENDING, f"profiled: {report.note}")
+
     def _forget(self, job_id: str) -> None:
         forget = getattr(self.backend, "forget", None)
         if forget is not None:
@@ -311,6 +421,7 @@ class SchedulerService:
             if decision.action is Action.START:
                 if row.first_start is None:
                     row.first_start = now
+                row.profile_until = None if decision.limit_s is None else now + decision.limit_s
                 self._transition(session, row, RUNNING, message)
                 row.gpu_indices = ""  # launched by _retry_starts once this is committed
             elif decision.action is Action.PREEMPT:
@@ -321,8 +432,17 @@ class SchedulerService:
                 self._stopping[row.id] = "preempted"
 
     def _launch(self, row: JobRow) -> None:
+        state = self.scheduler.jobs.get(row.id)
+        nodes = self.cluster.nodes
+        placement = (
+            [(nodes[index].name, count) for index, count in state.placement.parts]
+            if state is not None and state.placement is not None and row.gpus > 0
+            else None
+        )
         try:
-            gpus = self.backend.start(row.id, json.loads(row.command), row.gpus, cwd=row.cwd)
+            gpus = self.backend.start(
+                row.id, json.loads(row.command), row.gpus, cwd=row.cwd, placement=placement
+            )
         except (OSError, ValueError) as exc:  # e.g. a missing working directory
             session = Session.object_session(row)
             if session is not None:
@@ -425,7 +545,7 @@ class SchedulerService:
     def set_policy(self, policy: str) -> None:
         """Switch policy: the core is rebuilt from the database (running jobs adopted)."""
         with self.lock:
-            make_policy(policy)  # fails early on an unknown name
+            self.policy_factory(policy)  # fails early on an unknown name
             self.policy_name = policy
             self._rebuild(self.backend.observe())
         self.wake.set()

@@ -34,6 +34,8 @@ from ilucid.core.scheduler import SchedulingPass
 __all__ = ["PROFILER_POOL", "LucidConfig", "LucidPolicy", "TunerAction"]
 
 PROFILER_POOL = "profiler"
+#: node label (value ``yes``) by which an operator reserves nodes for profiling
+PROFILER_LABEL = "ilucid.io/profiler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class LucidPolicy:
         self.tuner_log: list[TunerAction] = []
         self._pool_ready = False
         self._pending_forecast: tuple[Forecast, float] | None = None
+        self._marked: frozenset[int] | None = None  # nodes labelled PROFILER_LABEL
 
     # -- helpers -----------------------------------------------------------------
     def estimate_of(self, job: JobState) -> float:
@@ -149,7 +152,9 @@ class LucidPolicy:
             self._profile_queue[:] = [e for e in self._profile_queue if e[3] is not job]
 
     def on_adopted(self, job: JobState, now: float) -> None:
-        raise ValueError("the lucid policy cannot adopt running jobs (it profiles them first)")
+        """A job already running when a live service restarts: it keeps its GPUs; if it
+        was profiling, the service reports the run with ``Scheduler.profiled`` later."""
+        self.on_withdrawn(job, now)  # it left whichever queue its submission put it in
 
     def on_finished(self, job: JobState, now: float) -> None:
         state = self._state
@@ -215,7 +220,8 @@ class LucidPolicy:
         """Move wholly idle nodes between the pools toward the tuner's target.
 
         The pool never exceeds ``profiler_max_share`` of the nodes, so a small
-        cluster (fewer than 4 nodes by default) does not profile at all.
+        cluster (fewer than 4 nodes by default) does not profile at all. Where
+        nodes carry the ``PROFILER_LABEL``, only those join the pool.
         """
         free = step.free
         cap = int(len(free.capacity) * self.config.profiler_max_share)
@@ -235,6 +241,13 @@ class LucidPolicy:
         current = free.pool_nodes(PROFILER_POOL)
         if len(current) < target:
             idle = [i for i in free.wholly_free((common,)) if free.pool_of[i] != PROFILER_POOL]
+            if self._marked is None:
+                nodes = free.cluster.nodes
+                self._marked = frozenset(
+                    i for i, n in enumerate(nodes) if n.labels.get(PROFILER_LABEL) == "yes"
+                )
+            if self._marked:  # the operator set nodes apart for profiling: only those
+                idle = [i for i in idle if i in self._marked]
             for index in reversed(idle[-(target - len(current)) :]):
                 free.set_pool(index, PROFILER_POOL)
         elif len(current) > target:
