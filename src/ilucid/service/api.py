@@ -1,25 +1,31 @@
 """REST API of the live scheduler (FastAPI; OpenAPI served at /docs and /openapi.json).
 
-Every route but /healthz needs ``Authorization: Bearer <token>``. Users see,
-explain and cancel their own jobs; admins see everything and may change the
-policy. Errors are JSON ``{"detail": "..."}`` with a status code that says
-whose fault it is.
+Every route but /healthz, /metrics and the dashboard page at / needs
+``Authorization: Bearer <token>``. Users see, explain and cancel their own
+jobs; admins see everything and may change the policy. The queue, the GPU map
+(/nodes) and the /timeline counts are visible to every user, with owners and
+job ids but never another user's command. Errors are JSON ``{"detail": "..."}``
+with a status code that says whose fault it is.
 """
 
 import csv
 import io
 import json
+import math
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import select
+from sqlalchemy import Engine, or_, select
 from sqlalchemy.orm import Session
 
 from ilucid.core import JobClass
 from ilucid.service.auth import Identity, authenticate
+from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.scheduler_service import (
     PASS_BUCKETS,
     JobRequest,
@@ -27,10 +33,14 @@ from ilucid.service.scheduler_service import (
     ServiceError,
 )
 
-__all__ = ["build_app"]
+__all__ = ["build_app", "gpu_holders", "timeline"]
 
-#: Policies a live service may run: they need only estimates, never true durations.
-LIVE_POLICIES = ("tiered", "fifo", "fifo-backfill", "qssf", "ilucid", "tiresias")
+#: /queue explains only this many jobs from its head: each explanation asks the placer
+QUEUE_REASONS = 200
+#: Most points one /timeline series holds; denser changes are merged (see :func:`timeline`)
+TIMELINE_POINTS = 2000
+#: Longest window /timeline serves, minutes (a week)
+TIMELINE_MAX_MINUTES = 7 * 24 * 60
 
 
 class SubmitBody(BaseModel):
@@ -171,15 +181,50 @@ def build_app(service: SchedulerService) -> FastAPI:
 
     @app.get("/queue")
     def queue(who: Who) -> list[dict[str, Any]]:
-        return [
-            {"id": job_id, "position": position, "expected_start": start}
-            for job_id, position, start in service.queue()
-        ]
+        """Pending jobs in policy order; the first :data:`QUEUE_REASONS` say why they wait.
+
+        Every pending job is listed (positions make sense only for the whole queue),
+        with its owner and size but never its command."""
+        entries = service.queue()
+        columns = (JobRow.id, JobRow.user, JobRow.tenant, JobRow.job_class, JobRow.gpus)
+        with Session(engine) as session:
+            rows = {
+                r.id: r for r in session.execute(select(*columns).where(JobRow.state == "pending"))
+            }
+            missing = [job_id for job_id, _, _ in entries if job_id not in rows]
+            if missing:  # started or ended since service.queue(): still show who and what
+                rows.update(
+                    (r.id, r)
+                    for r in session.execute(select(*columns).where(JobRow.id.in_(missing)))
+                )
+        result = []
+        for index, (job_id, position, start) in enumerate(entries):
+            row = rows.get(job_id)
+            result.append(
+                {
+                    "id": job_id,
+                    "position": position,
+                    "expected_start": start,
+                    "user": row.user if row is not None else None,
+                    "tenant": row.tenant if row is not None else None,
+                    "class": row.job_class if row is not None else None,
+                    "gpus": row.gpus if row is not None else None,
+                    "reason": (service.explain(job_id) or None) if index < QUEUE_REASONS else None,
+                }
+            )
+        return result
 
     @app.get("/nodes")
     def nodes(who: Who) -> list[dict[str, Any]]:
+        """Nodes with their free GPUs and, per GPU, the running job holding it (or null)."""
+        with Session(engine) as session:
+            held = session.execute(
+                select(JobRow.id, JobRow.gpu_indices).where(JobRow.state == "running")
+            ).all()
         with service.lock:
             free = service.scheduler.free
+            cluster_nodes = service.cluster.nodes
+            holders = gpu_holders([node.num_gpus for node in cluster_nodes], held)
             return [
                 {
                     "name": node.name,
@@ -187,9 +232,22 @@ def build_app(service: SchedulerService) -> FastAPI:
                     "gpu_type": node.gpu_type,
                     "gpu_memory_gb": node.gpu_memory_gb,
                     "free_gpus": free.free[index],
+                    "gpu_jobs": holders[index],
                 }
-                for index, node in enumerate(service.cluster.nodes)
+                for index, node in enumerate(cluster_nodes)
             ]
+
+    @app.get("/timeline")
+    def get_timeline(
+        who: Who,
+        minutes: Annotated[float, Query(gt=0, le=TIMELINE_MAX_MINUTES)] = 60,
+    ) -> dict[str, Any]:
+        """Busy GPUs, pending and running jobs over the last ``minutes`` as step series."""
+        now = service.clock()
+        result = timeline(engine, now - minutes * 60, now)
+        with service.lock:
+            result["total_gpus"] = service.cluster.total_gpus
+        return result
 
     @app.get("/policy")
     def get_policy(who: Who) -> dict[str, Any]:
@@ -271,8 +329,17 @@ def build_app(service: SchedulerService) -> FastAPI:
         return "\n".join(lines) + "\n"
 
     @app.get("/", response_class=HTMLResponse)
-    def dashboard() -> str:
-        return DASHBOARD
+    def dashboard() -> HTMLResponse:
+        """The web dashboard (no token needed to load it; its API calls need one)."""
+        return HTMLResponse(
+            DASHBOARD_HTML,
+            headers={
+                "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-cache",
+            },
+        )
 
     return app
 
@@ -308,18 +375,88 @@ def export_history(service: SchedulerService) -> str:
     return out.getvalue()
 
 
-DASHBOARD = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ilucid</title>
-<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}
-td,th{border:1px solid #ddd;padding:4px 8px}</style></head><body>
-<h1>ilucid</h1><p>Token: <input id="t" size="48"> <button onclick="load()">load</button></p>
-<h2>Jobs</h2><table id="jobs"></table><h2>Queue</h2><table id="queue"></table>
-<script>
-async function get(path){const r=await fetch(path,{headers:{Authorization:'Bearer '+
-document.getElementById('t').value}});return r.json();}
-function fill(id,rows,cols){const t=document.getElementById(id);t.innerHTML='<tr>'+cols.map(
-c=>'<th>'+c+'</th>').join('')+'</tr>'+rows.map(r=>'<tr>'+cols.map(c=>'<td>'+(r[c]??'')+
-'</td>').join('')+'</tr>').join('');}
-async function load(){fill('jobs',await get('/jobs'),['id','user','class','gpus','state',
-'gpu_indices']);fill('queue',await get('/queue'),['id','position','expected_start']);}
-</script></body></html>
-"""
+def gpu_holders(
+    node_sizes: Sequence[int], running: Iterable[tuple[str, str]]
+) -> list[list[str | None]]:
+    """Per node, per GPU: the id of the running job holding it, or None.
+
+    ``running`` holds ``(job id, gpu_indices)`` of running jobs, where
+    ``gpu_indices`` is what the backend launched the job on: comma-separated
+    GPU indices, ``"-"`` for a job without GPUs and ``""`` for one not launched
+    yet. On one node these are the node's own indices. On several nodes they are
+    read as host-wide indices in node order, node 0's GPUs first, then node 1's,
+    and so on (how the local backend numbers the GPUs of the logical nodes it
+    splits a host into). Indices outside the cluster are ignored.
+    """
+    holders: list[list[str | None]] = [[None] * size for size in node_sizes]
+    places: list[tuple[int, int]] = [
+        (node, gpu) for node, size in enumerate(node_sizes) for gpu in range(size)
+    ]
+    for job_id, indices in running:
+        for text in indices.split(","):
+            text = text.strip()
+            if text.isdigit() and int(text) < len(places):
+                node, gpu = places[int(text)]
+                holders[node][gpu] = job_id
+    return holders
+
+
+def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
+    """Busy GPUs, pending and running jobs from ``start`` to ``end`` as step series.
+
+    Replayed from the stored state transitions (the record that outlives
+    restarts): entering or leaving ``pending`` moves the pending count, entering
+    or leaving ``running`` moves the running count and the busy GPUs by the
+    job's size; ``running -> running`` rows are launch notes and change nothing.
+    Value ``i`` holds from ``times[i]`` until ``times[i + 1]``; the first point is
+    the state at ``start`` and the last is ``end``. When there are more than
+    :data:`TIMELINE_POINTS` changes, each of as many equal slices of the window
+    keeps only its last value (a short spike inside one slice may not show).
+    """
+    query = (
+        select(TransitionRow.time, TransitionRow.from_state, TransitionRow.to_state, JobRow.gpus)
+        .join(JobRow, JobRow.id == TransitionRow.job_id)
+        .where(TransitionRow.from_state != TransitionRow.to_state, TransitionRow.time <= end)
+        # a job that ended before the window contributes nothing to it
+        .where(or_(JobRow.end_time.is_(None), JobRow.end_time >= start))
+        .order_by(TransitionRow.id)  # each job's transitions in the order they happened
+    )
+    slice_s = max(end - start, 1e-9) / TIMELINE_POINTS
+    times, busy_series, pending_series, running_series = [start], [0], [0], [0]
+    busy = pending = running = 0
+    last_time, last_slice = start, -1  # slice of the newest point after ``start``
+    with Session(engine) as session:
+        for when, from_state, to_state, gpus in session.execute(query):
+            if from_state == "pending":
+                pending -= 1
+            elif from_state == "running":
+                running -= 1
+                busy -= gpus
+            if to_state == "pending":
+                pending += 1
+            elif to_state == "running":
+                running += 1
+                busy += gpus
+            last_time = max(last_time, when)  # ordered by id: clocks may step back a little
+            index = math.floor((last_time - start) / slice_s) if last_time > start else -1
+            if index < 0 or index == last_slice:  # the state at ``start``, or a merge
+                busy_series[-1], pending_series[-1], running_series[-1] = busy, pending, running
+                continue
+            last_slice = index
+            times.append(last_time)
+            busy_series.append(busy)
+            pending_series.append(pending)
+            running_series.append(running)
+    if end > times[-1]:
+        times.append(end)
+        busy_series.append(busy)
+        pending_series.append(pending)
+        running_series.append(running)
+    return {
+        "start": start,
+        "now": end,
+        "times": [round(t, 3) for t in times],
+        "busy_gpus": busy_series,
+        "pending": pending_series,
+        "running": running_series,
+    }
