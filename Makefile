@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 ## test: install dev tools, run lint, types, import rules and the whole test suite
 test: check
-	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python -m pytest -n 2 tests
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 check: lint typecheck imports
 

@@ -50,6 +50,14 @@ def add_service_commands(sub: Any) -> None:
         " none, or a CSV of recorded samples (gpu_util,mem_util,mem_mib) to replay",
     )
     serve.add_argument(
+        "--backend",
+        choices=["local", "slurm"],
+        default="local",
+        help="local: jobs as processes on this host; slurm: held sbatch jobs released by ilucid",
+    )
+    serve.add_argument("--slurm-partition", help="slurm: the partition ilucid schedules")
+    serve.add_argument("--slurm-conf", help="slurm: path of slurm.conf (default: Slurm's)")
+    serve.add_argument(
         "--profiler-gpus",
         type=int,
         default=0,
@@ -165,13 +173,20 @@ def _serve(args: argparse.Namespace) -> int:
         if not isinstance(packing, PackingAnalyzer):
             raise ValueError(f"--packing-model {args.packing_model}: not a packing analyzer")
     gpus = discover_gpus(args.gpus)
-    backend = LocalBackend(
-        args.data_dir,
-        gpus,
-        stop_signal=stop_signal,
-        grace_s=args.grace,
-        profiler_gpus=args.profiler_gpus,
-    )
+    backend: Any
+    if args.backend == "slurm":
+        from ilucid.backends.slurm import SlurmBackend
+
+        backend = SlurmBackend(args.data_dir, args.slurm_partition, args.slurm_conf)
+        backend.observe()  # fails here, with Slurm's message, if Slurm cannot be reached
+    else:
+        backend = LocalBackend(
+            args.data_dir,
+            gpus,
+            stop_signal=stop_signal,
+            grace_s=args.grace,
+            profiler_gpus=args.profiler_gpus,
+        )
     service = SchedulerService(
         engine,
         backend,
@@ -181,9 +196,14 @@ def _serve(args: argparse.Namespace) -> int:
         packing=packing,
         packing_source=str(args.packing_model or ""),
     )
+    where = (
+        f"Slurm ({service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes)"
+        if args.backend == "slurm"
+        else f"{gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}"
+    )
     print(
-        f"ilucid serve: {gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}, policy"
-        f" {args.policy}, state in {url}, API on http://{args.host}:{args.port}"
+        f"ilucid serve: {where}, policy {args.policy}, state in {url},"
+        f" API on http://{args.host}:{args.port}"
     )
     stop = threading.Event()
     loop = threading.Thread(target=service.run, args=(args.interval, stop), daemon=True)

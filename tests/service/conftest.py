@@ -31,9 +31,10 @@ def _install() -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-q"], check=False, env=env, capture_output=True)
+    wait = ["-o", "DPkg::Lock::Timeout=600"]  # other test fixtures may be installing too
+    subprocess.run(["apt-get", *wait, "update", "-q"], check=False, env=env, capture_output=True)
     subprocess.run(
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "postgresql"],
+        ["apt-get", *wait, "install", "-y", "-q", "--no-install-recommends", "postgresql"],
         check=False,
         env=env,
         capture_output=True,

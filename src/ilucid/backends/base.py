@@ -15,12 +15,17 @@ from typing import Protocol
 
 from ilucid.core import Cluster
 
-__all__ = ["Backend", "Observation", "ObservedJob", "ProcessState"]
+__all__ = ["Backend", "BackendUnavailable", "Observation", "ObservedJob", "ProcessState"]
+
+
+class BackendUnavailable(RuntimeError):
+    """The cluster manager did not answer (e.g. slurmctld restarting); retried next pass."""
 
 
 class ProcessState(StrEnum):
     RUNNING = "running"
     STOPPING = "stopping"  # asked to stop, not gone yet
+    HELD = "held"  # queued in the backend, waiting for ilucid to release it (Slurm)
     EXITED = "exited"
     LOST = "lost"  # gone without a recorded exit (e.g. killed with the host)
 

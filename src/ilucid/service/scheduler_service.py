@@ -21,11 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Backend, Observation, ProcessState
+from ilucid.backends.base import Backend, BackendUnavailable, Observation, ProcessState
 from ilucid.backends.metrics import MetricsSource
 from ilucid.core import (
     Action,
@@ -56,6 +57,8 @@ PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
 #: upper bounds (s) of the scheduling-pass latency histogram served at /metrics
 PASS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
+#: ``cwd`` of a job accepted from the backend's own queue (it already has its command)
+FOREIGN = "backend-job:"
 #: ``gpu_indices`` of a launched job that holds no GPU ("" means not launched yet)
 NO_GPUS = "-"
 
@@ -107,6 +110,7 @@ class SchedulerService:
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self._stopping: dict[str, str] = {}  # job id -> "cancelled" or "preempted"
+        self._stop_retry: set[str] = set()  # stops the backend could not take yet
         with Session(engine) as session:
             last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
         self._last_number = int(last[1:]) if last and last[1:].isdigit() else 0
@@ -182,7 +186,7 @@ class SchedulerService:
                     continue
                 if row.state == PENDING and alive:  # preempted before the restart
                     self._stopping[row.id] = "preempted"
-                    self.backend.stop(row.id)
+                    self._stop(row.id)
                 if row.state == RUNNING:  # cannot be re-adopted: requeue it cleanly
                     self._transition(session, row, PENDING, "not running after a restart")
                     row.gpu_indices = ""
@@ -206,6 +210,12 @@ class SchedulerService:
         except ValueError:
             known = ", ".join(c.value for c in JobClass)
             raise ServiceError(f"class must be one of {known}") from None
+        check = getattr(self.backend, "check", None)
+        if check is not None:
+            try:
+                check(list(request.command), request.cwd)
+            except ValueError as exc:
+                raise ServiceError(str(exc)) from None
         with self.lock, Session(self.engine) as session:
             now = self.clock()
             self._last_number += 1
@@ -234,8 +244,27 @@ class SchedulerService:
             )
             session.commit()  # accepted only once stored
             self.scheduler.submit(_spec(row), now)
+            self._enqueue(row)
         self.wake.set()
         return job_id
+
+    def _enqueue(self, row: JobRow) -> None:
+        """Backends with their own queue (Slurm) learn of the job at once; a failure
+        here loses nothing: the next pass enqueues every pending job the backend lacks."""
+        enqueue = getattr(self.backend, "enqueue", None)
+        if enqueue is None:
+            return
+        try:
+            enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
+        except (BackendUnavailable, ValueError) as exc:
+            print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
+
+    def _stop(self, job_id: str) -> None:
+        try:
+            self.backend.stop(job_id)
+        except BackendUnavailable as exc:  # asked again on the next pass
+            self._stop_retry.add(job_id)
+            print(f"ilucid serve: stopping {job_id} failed for now: {exc}", flush=True)
 
     def cancel(self, job_id: str) -> str:
         with self.lock, Session(self.engine) as session:
@@ -245,10 +274,16 @@ class SchedulerService:
             if row.state in ENDED:
                 return row.state
             now = self.clock()
+            cancel = getattr(self.backend, "cancel", None)
             if row.state == RUNNING:
                 self._stopping[job_id] = "cancelled"
-                self.backend.stop(job_id)
+                if cancel is not None:
+                    cancel(job_id)
+                else:
+                    self._stop(job_id)
                 return "stopping"
+            if cancel is not None:
+                cancel(job_id)  # a queued copy in the backend (Slurm) goes too
             self.scheduler.withdraw(job_id, now)
             self._transition(session, row, CANCELLED, "cancelled while pending")
             row.end_time = now
@@ -260,8 +295,13 @@ class SchedulerService:
         with self.lock:
             seen = self.backend.observe()
             now = self.clock()
+            for job_id in list(self._stop_retry):
+                self._stop_retry.discard(job_id)
+                if job_id in self._stopping:
+                    self._stop(job_id)
             with Session(self.engine) as session:
                 self._settle_ended(session, seen, now)
+                self._sync_backend_queue(session, seen)
                 self._end_profiling(session, now)
                 began = time.perf_counter()
                 decisions = self.scheduler.schedule(now)
@@ -273,7 +313,7 @@ class SchedulerService:
                 session.commit()
                 for decision in decisions:
                     if decision.action is Action.PREEMPT:
-                        self.backend.stop(decision.job_id)
+                        self._stop(decision.job_id)
                 self._retry_starts(session)
                 if self.metrics is not None:
                     self._sample(session, now)
@@ -318,7 +358,7 @@ class SchedulerService:
             state = observed.state if observed is not None else ProcessState.LOST
             if state in (ProcessState.RUNNING, ProcessState.STOPPING):
                 continue
-            if state is ProcessState.LOST or observed is None:
+            if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
                 self.scheduler.requeue(row.id, now)
                 row.gpu_indices = ""
                 row.preemptions += 1
@@ -357,7 +397,7 @@ class SchedulerService:
                 row.profile_until = None  # the policy changed: the job simply runs on
                 continue
             self._stopping[row.id] = "profiled"
-            self.backend.stop(row.id)
+            self._stop(row.id)
 
     def _profiled(self, session: Session, row: JobRow, now: float) -> None:
         """Hand a finished profiling run's measurements to the policy; the job requeues."""
@@ -395,6 +435,63 @@ class SchedulerService:
         row.profile_until = None
         row.gpu_indices = ""
         self._transition(session, row, PENDING, f"profiled: {report.note}")
+
+    def _sync_backend_queue(self, session: Session, seen: Observation) -> None:
+        """Level-triggered: jobs submitted to the backend directly that opted in to ilucid
+        are accepted, and pending jobs the backend's queue lacks are enqueued."""
+        if getattr(self.backend, "enqueue", None) is None:
+            return
+        self._claim_foreign(session)
+        pending = session.scalars(select(JobRow).where(JobRow.state == PENDING)).all()
+        for row in pending:
+            if row.id not in seen.jobs and not (row.cwd or "").startswith(FOREIGN):
+                self._enqueue(row)
+
+    def _claim_foreign(self, session: Session) -> None:
+        foreign_jobs = getattr(self.backend, "foreign_jobs", None)
+        claim = getattr(self.backend, "claim", None)
+        if foreign_jobs is None or claim is None:
+            return
+        for foreign in foreign_jobs():
+            marker = f"{FOREIGN}{foreign.slurm_id}"  # a claimed job's cwd: never enqueued
+            row = session.scalars(select(JobRow).where(JobRow.cwd == marker)).first()
+            if row is None:  # recorded before Slurm's copy is renamed: a crash between
+                row = self._accept_foreign(session, foreign, marker)  # is claimed again
+            try:
+                claim(foreign, row.id)
+            except BackendUnavailable as exc:
+                print(f"ilucid serve: claiming Slurm job {foreign.slurm_id}: {exc}", flush=True)
+
+    def _accept_foreign(self, session: Session, foreign: Any, marker: str) -> JobRow:
+        now = self.clock()
+        self._last_number += 1
+        row = JobRow(
+            id=f"j{self._last_number:06d}",
+            user=foreign.user or "slurm",
+            tenant=foreign.user or "slurm",
+            job_class=foreign.job_class,
+            gpus=min(foreign.gpus, self.cluster.total_gpus),
+            command=json.dumps([f"Slurm job {foreign.slurm_id} ({foreign.name})"]),
+            cwd=marker,
+            state=PENDING,
+            submit_time=now,
+            gpu_indices="",
+            preemptions=0,
+            priority=0,
+        )
+        session.add(row)
+        session.add(
+            TransitionRow(
+                job_id=row.id,
+                time=now,
+                from_state="",
+                to_state=PENDING,
+                reason=f"opted in from Slurm job {foreign.slurm_id} ({foreign.name})",
+            )
+        )
+        session.commit()
+        self.scheduler.submit(_spec(row), now)
+        return row
 
     def _forget(self, job_id: str) -> None:
         forget = getattr(self.backend, "forget", None)
@@ -443,6 +540,9 @@ class SchedulerService:
             gpus = self.backend.start(
                 row.id, json.loads(row.command), row.gpus, cwd=row.cwd, placement=placement
             )
+        except BackendUnavailable as exc:  # tried again on the next pass
+            print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
+            return
         except (OSError, ValueError) as exc:  # e.g. a missing working directory
             session = Session.object_session(row)
             if session is not None:
@@ -556,9 +656,13 @@ class SchedulerService:
             state = self.scheduler.jobs.get(job_id)
             if state is None:
                 return ""
+            reason = getattr(self.backend, "reason", None)
+            backend_says = reason(job_id) if reason is not None else None
             if state.status is JobStatus.PENDING:
-                return self.scheduler.why_pending(job_id, self.clock())
-            return f"{job_id} is {state.status.value}"
+                why = self.scheduler.why_pending(job_id, self.clock())
+            else:
+                why = f"{job_id} is {state.status.value}"
+            return f"{why}; {backend_says}" if backend_says else why
 
     def queue(self) -> list[tuple[str, int | None, float | None]]:
         """Pending jobs with their queue position and expected start time."""

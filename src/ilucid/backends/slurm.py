@@ -1,0 +1,469 @@
+"""The Slurm backend: ilucid's ordering and placement on top of an unmodified Slurm.
+
+Each accepted job is submitted at once with ``sbatch --hold`` (so Slurm knows
+it and says why it waits); when the core starts it, ilucid writes the chosen
+node and GPU type into the held job (``scontrol update NodeList=...
+TresPerNode=gres:gpu:TYPE:N``) and releases it. Preemption is ``scontrol
+requeuehold``: Slurm signals the job (it may checkpoint), puts it back in the
+queue held, and ilucid releases it again when the core restarts it.
+
+Everything runs as argument lists (never a shell); the job's command reaches
+Slurm as arguments of ilucid's own batch script, which records the exit code
+in ``<data>/slurm/<id>/exit`` so an outcome survives Slurm forgetting a job
+(without accounting, ended jobs leave ``squeue`` after ``MinJobAge``).
+
+Slurm 22.05 facts this relies on (see docs/slurm.md): ``--json`` ignores
+filters, so one ``squeue --json`` per pass serves all jobs; a held job's typed
+GRES must be cleared (``TresPerNode=``) before a new one is set; a requeued
+job waits ``cred_expire`` seconds (BeginTime) unless its StartTime is reset,
+and resetting it in the same second as the requeue fails the job, so a
+release waits ``requeue_delay_s`` after a requeue.
+
+Failure mode (fail-closed): if ilucid stops, its held jobs stay held and
+running jobs run on; a restarted service rebuilds from its database and
+Slurm's queue, matching jobs by name (``ilucid-<id>``), so nothing is
+submitted twice. ``release_all_held`` is the fail-open escape hatch an
+operator (or a timer) runs to hand held jobs to Slurm's own scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ilucid.backends.base import BackendUnavailable, Observation, ObservedJob, ProcessState
+from ilucid.backends.slurm_parse import (
+    SlurmJob,
+    check_command,
+    check_name,
+    logical_cluster,
+    parse_jobs,
+    parse_nodes,
+    wait_status,
+)
+from ilucid.core import Cluster
+
+__all__ = ["ForeignJob", "SlurmBackend", "SlurmError"]
+
+PREFIX = "ilucid-"
+#: Slurm job states in which the job holds (or is about to hold) its allocation
+_ACTIVE = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STAGE_OUT"})
+_ENDED = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+    }
+)
+BATCH_SCRIPT = """#!/bin/sh
+# ilucid's batch script: runs the job's command exactly as given (no shell parsing of
+# it) and records the exit code, so the outcome outlives Slurm's memory of the job.
+exit_file="$1"
+shift
+rm -f "$exit_file"
+"$@"
+code=$?
+echo "$code" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
+exit "$code"
+"""
+
+
+class SlurmError(BackendUnavailable):
+    """Slurm did not answer (controller down, command missing); the pass is retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignJob:
+    """A job submitted to Slurm directly that opted in to ilucid (``--comment=ilucid``)."""
+
+    slurm_id: int
+    user: str
+    gpus: int
+    job_class: str
+    name: str
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(
+        self,
+        data_dir: Path,
+        partition: str | None = None,
+        slurm_conf: str | None = None,
+        timeout_s: float = 20.0,
+        requeue_delay_s: float = 1.5,
+        clock: Callable[[], float] = time.monotonic,
+        opt_in_tag: str = "ilucid",
+    ) -> None:
+        self.root = Path(data_dir).resolve() / "slurm"
+        if "%" in str(self.root) or "," in str(self.root):
+            raise ValueError(f"data dir {self.root}: Slurm paths may not hold '%' or ','")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.script = self.root / "ilucid-batch.sh"
+        self.script.write_text(BATCH_SCRIPT, encoding="utf-8")
+        self.script.chmod(0o755)
+        # job names carry this state directory's own tag, so two ilucid instances (or a
+        # fresh database) never mistake each other's jobs in one Slurm queue for their own
+        tag_file = self.root / "instance"
+        if not tag_file.exists():
+            tag_file.write_text(secrets.token_hex(3), encoding="utf-8")
+        self.prefix = f"{PREFIX}{tag_file.read_text(encoding='utf-8').strip()}-"
+        self.partition = check_name(partition, "partition") if partition else None
+        self.env = dict(os.environ)
+        if slurm_conf:
+            self.env["SLURM_CONF"] = slurm_conf
+        self.timeout_s = timeout_s
+        self.requeue_delay_s = requeue_delay_s
+        self.clock = clock
+        self.opt_in_tag = check_name(opt_in_tag, "opt-in tag")
+        self.cluster: Cluster | None = None
+        self.where: dict[str, tuple[str, str | None]] = {}
+        self._jobs: dict[str, list[SlurmJob]] = {}  # ilucid id -> its Slurm jobs
+        self._foreign: list[ForeignJob] = []
+        self._stopping: set[str] = set()
+        self._requeued_at: dict[str, float] = {}
+
+    # -- commands ----------------------------------------------------------------------
+    def _run(self, *args: str) -> str:
+        if shutil.which(args[0], path=self.env.get("PATH")) is None:
+            raise SlurmError(f"{args[0]} is not installed (Slurm's client commands)")
+        try:
+            done = subprocess.run(
+                list(args),
+                capture_output=True,
+                text=True,
+                env=self.env,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{' '.join(args[:2])}: no answer in {self.timeout_s:g} s") from None
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().splitlines()
+            raise SlurmError(f"{' '.join(args[:2])} failed: {message[-1] if message else ''}")
+        return done.stdout
+
+    def _json(self, *args: str) -> dict[str, object]:
+        text = self._run(*args)
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SlurmError(f"{args[0]} --json: unreadable output ({exc})") from None
+        if not isinstance(document, dict):
+            raise SlurmError(f"{args[0]} --json: expected an object")
+        return document
+
+    # -- observing -----------------------------------------------------------------------
+    def _refresh(self) -> None:
+        nodes = parse_nodes(self._json("sinfo", "--json"))
+        if self.cluster is None:  # the inventory the core plans on; fixed for a run
+            self.cluster, self.where = logical_cluster(nodes, self.partition)
+            if not self.cluster.nodes:
+                raise SlurmError(f"no nodes with GPUs in partition {self.partition or '(any)'}")
+        ours: dict[str, list[SlurmJob]] = {}
+        foreign: list[ForeignJob] = []
+        for job in parse_jobs(self._json("squeue", "--json")):
+            if job.name.startswith(self.prefix):
+                ours.setdefault(job.name.removeprefix(self.prefix), []).append(job)
+            elif self._opted_in(job):
+                foreign.append(
+                    ForeignJob(
+                        job.job_id, job.user, _gpus_of(job.tres_per_node), _class_of(job), job.name
+                    )
+                )
+        self._jobs = ours
+        self._foreign = foreign
+
+    def _opted_in(self, job: SlurmJob) -> bool:
+        tag = job.comment.split(":")[0]
+        return tag == self.opt_in_tag and job.state == "PENDING" and not job.name.startswith(PREFIX)
+
+    def _current(self, job_id: str) -> SlurmJob | None:
+        """The Slurm job that stands for ``job_id``: a live one before an ended one."""
+        jobs = self._jobs.get(job_id, [])
+        live = [j for j in jobs if j.state not in _ENDED]
+        pool = live or jobs
+        return max(pool, key=lambda j: j.job_id) if pool else None
+
+    def observe(self) -> Observation:
+        self._refresh()
+        assert self.cluster is not None
+        observed: dict[str, ObservedJob] = {}
+        for job_id in self._jobs:
+            job = self._current(job_id)
+            if job is not None:
+                observed[job_id] = self._as_observed(job_id, job)
+        for folder in self.root.iterdir():  # jobs Slurm forgot: their exit file tells
+            if folder.is_dir() and folder.name not in observed and (folder / "exit").exists():
+                code = (folder / "exit").read_text(encoding="utf-8").strip()
+                if code.lstrip("-").isdigit():
+                    observed[folder.name] = ObservedJob(
+                        folder.name, ProcessState.EXITED, (), int(code)
+                    )
+        return Observation(self.cluster, observed)
+
+    def _as_observed(self, job_id: str, job: SlurmJob) -> ObservedJob:
+        gpus = tuple(g for _, indices in job.gres for g in indices)
+        parts = self._parts(job)
+        if job.state in _ENDED:
+            self._stopping.discard(job_id)
+            code = wait_status(job.exit_code)
+            if job.state == "CANCELLED" and code == 0:
+                code = -15
+            return ObservedJob(job_id, ProcessState.EXITED, gpus, code, parts)
+        if job.state == "PENDING" and job.reason.startswith("JobHeld"):
+            self._stopping.discard(job_id)
+            return ObservedJob(job_id, ProcessState.HELD, (), None, parts)
+        if job_id in self._stopping:
+            return ObservedJob(job_id, ProcessState.STOPPING, gpus, None, parts)
+        # running, or released and waiting for Slurm to start it
+        return ObservedJob(job_id, ProcessState.RUNNING, gpus, None, parts)
+
+    def _parts(self, job: SlurmJob) -> tuple[tuple[str, int], ...]:
+        """Where a running job is, as the core's logical nodes (empty if unknown)."""
+        names = [n for n in job.nodes.split(",") if n]
+        if not job.gres or len(names) != len(job.gres):
+            return ()
+        logical = {where: name for name, where in self.where.items()}
+        parts = []
+        for node, (gpu_type, indices) in zip(names, job.gres, strict=True):
+            name = logical.get((node, gpu_type)) or logical.get((node, None))
+            if name is None:
+                return ()
+            parts.append((name, len(indices)))
+        return tuple(parts)
+
+    def reason(self, job_id: str) -> str | None:
+        """Slurm's own word on a job that is not running, for ilucid's explanations."""
+        job = self._current(job_id)
+        if job is None or job.state != "PENDING" or job.reason in ("", "None"):
+            return None
+        if job.reason.startswith("JobHeld"):
+            return f"Slurm: {job.reason} (held until ilucid releases it)"
+        return f"Slurm: {job.reason}" + (f" ({job.description})" if job.description else "")
+
+    def foreign_jobs(self) -> list[ForeignJob]:
+        """Pending jobs submitted straight to Slurm that opted in to ilucid."""
+        return list(self._foreign)
+
+    # -- acting -----------------------------------------------------------------------------
+    def check(self, command: Sequence[str], cwd: str | None) -> None:
+        """Refuse, before a job is accepted, what could inject shell or Slurm syntax."""
+        check_command(command, cwd)
+
+    def enqueue(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        gpus: int,
+        cwd: str | None = None,
+        job_class: str = "training",
+    ) -> None:
+        """Submit the job held (once: a job Slurm already has is left alone)."""
+        if self._current(job_id) is not None:
+            return
+        check_name(job_id, "job id")
+        check_name(job_class, "class")
+        check_command(command, cwd)
+        folder = self.root / job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        args = [
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--requeue",
+            f"--job-name={self.prefix}{job_id}",
+            f"--comment={self.opt_in_tag}:{job_id}:gpus={gpus}:class={job_class}",
+            f"--output={folder / 'stdout.log'}",
+            f"--error={folder / 'stderr.log'}",
+            f"--export=ALL,ILUCID_JOB_ID={job_id}",
+        ]
+        if cwd is not None:
+            args.append(f"--chdir={cwd}")
+        if self.partition:
+            args.append(f"--partition={self.partition}")
+        if gpus > 0:
+            args.append(f"--gres=gpu:{gpus}")  # what Slurm's queue shows while it is held
+        args += [str(self.script), str(folder / "exit"), *command]
+        slurm_id = int(self._run(*args).strip().split(";")[0])
+        self._jobs.setdefault(job_id, []).append(
+            SlurmJob(
+                slurm_id,
+                self.prefix + job_id,
+                "PENDING",
+                "JobHeldUser",
+                "",
+                "",
+                (),
+                "",
+                "",
+                "",
+                0,
+                0,
+            )
+        )
+
+    def start(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        gpus: int,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        placement: Sequence[tuple[str, int]] | None = None,
+    ) -> tuple[int, ...] | None:
+        job = self._current(job_id)
+        if job is None:
+            self.enqueue(job_id, command, gpus, cwd)
+            job = self._current(job_id)
+            assert job is not None
+        if job.state in _ACTIVE or job.state in _ENDED:
+            return tuple(g for _, indices in job.gres for g in indices)
+        if not job.reason.startswith("JobHeld"):
+            return None  # released already: Slurm is starting it
+        requeued = self._requeued_at.get(job_id)
+        if requeued is not None and self.clock() - requeued < self.requeue_delay_s:
+            return None  # too soon after the requeue: Slurm would fail the job
+        slurm_id = str(job.job_id)
+        (self.root / job_id / "exit").unlink(missing_ok=True)
+        update = ["scontrol", "update", f"JobId={slurm_id}"]
+        self._run(*update, "TresPerNode=")  # a typed GRES replaces only a cleared one
+        settings = self._placement_settings(gpus, placement)
+        if job.restarts > 0 or requeued is not None:
+            settings.append("StartTime=now")  # skip the requeue's BeginTime wait
+        self._run(*update, *settings)
+        self._run("scontrol", "release", slurm_id)
+        self._requeued_at.pop(job_id, None)
+        self._jobs[job_id] = [
+            SlurmJob(job.job_id, job.name, "PENDING", "None", "", "", (), "", "", "", 0, 0)
+        ]
+        return None  # the GPUs are known once Slurm runs it (next pass)
+
+    def _placement_settings(
+        self, gpus: int, placement: Sequence[tuple[str, int]] | None
+    ) -> list[str]:
+        if not placement:
+            return [f"TresPerNode=gres:gpu:{gpus}"] if gpus else []
+        nodes = [self.where.get(name) for name, _ in placement]
+        if any(n is None for n in nodes):
+            raise ValueError(f"placement {list(placement)} names nodes Slurm does not have")
+        counts = {count for _, count in placement}
+        types = {n[1] for n in nodes if n is not None}
+        physical = sorted({n[0] for n in nodes if n is not None})
+        if len(counts) != 1 or len(types) != 1 or len(physical) != len(placement):
+            # Slurm asks the same GPUs of every node: give Slurm the total, no node hint
+            return [f"TresPerNode=gres:gpu:{gpus}"] if gpus else []
+        per_node, gpu_type = counts.pop(), types.pop()
+        gres = f"gres:gpu:{gpu_type}:{per_node}" if gpu_type else f"gres:gpu:{per_node}"
+        settings = [f"NumNodes={len(physical)}", f"NodeList={','.join(physical)}"]
+        if gpus:
+            settings.insert(0, f"TresPerNode={gres}")
+        return settings
+
+    def stop(self, job_id: str) -> None:
+        """Preempt: Slurm signals the job and queues it again, held for ilucid."""
+        job = self._current(job_id)
+        if job is None or job.state in _ENDED:
+            return
+        if job.state == "PENDING" and job.reason.startswith("JobHeld"):
+            return
+        if job.state == "PENDING":  # released but not started yet: hold it again
+            self._run("scontrol", "hold", str(job.job_id))
+            return
+        self._stopping.add(job_id)
+        self._run("scontrol", "requeuehold", str(job.job_id))
+        self._requeued_at[job_id] = self.clock()
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel every Slurm job standing for ``job_id`` (held, pending or running)."""
+        ids = [str(j.job_id) for j in self._jobs.get(job_id, []) if j.state not in _ENDED]
+        if ids:
+            self._stopping.add(job_id)
+            self._run("scancel", *ids)
+
+    def claim(self, foreign: ForeignJob, job_id: str) -> None:
+        """Take over an opted-in job: hold it and name it as ilucid's own."""
+        check_name(job_id, "job id")
+        slurm_id = str(foreign.slurm_id)
+        self._run("scontrol", "hold", slurm_id)
+        self._run(
+            "scontrol",
+            "update",
+            f"JobId={slurm_id}",
+            f"Name={self.prefix}{job_id}",
+            f"Comment={self.opt_in_tag}:{job_id}:gpus={foreign.gpus}:class={foreign.job_class}",
+        )
+        self._foreign = [f for f in self._foreign if f.slurm_id != foreign.slurm_id]
+        self._jobs[job_id] = [
+            SlurmJob(
+                foreign.slurm_id,
+                self.prefix + job_id,
+                "PENDING",
+                "JobHeldUser",
+                "",
+                "",
+                (),
+                "",
+                "",
+                "",
+                0,
+                0,
+            )
+        ]
+
+    def release_all_held(self) -> list[int]:
+        """Fail-open: give every held ilucid job back to Slurm's own scheduler."""
+        self._refresh()
+        released = []
+        for jobs in self._jobs.values():
+            for job in jobs:
+                if job.state == "PENDING" and job.reason.startswith("JobHeld"):
+                    self._run("scontrol", "release", str(job.job_id))
+                    released.append(job.job_id)
+        return released
+
+    def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
+        if stream not in ("stdout", "stderr"):
+            raise ValueError("stream must be stdout or stderr")
+        path = self.root / check_name(job_id, "job id") / f"{stream}.log"
+        try:
+            with path.open("rb") as handle:
+                handle.seek(max(0, path.stat().st_size - tail_bytes))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def forget(self, job_id: str) -> None:
+        """The service recorded how the job ended: its exit file may go."""
+        (self.root / job_id / "exit").unlink(missing_ok=True)
+        self._stopping.discard(job_id)
+
+
+def _gpus_of(tres_per_node: str) -> int:
+    """``gres:gpu:a100:2`` or ``gres/gpu:2`` -> 2 (0 when no GPU is asked for)."""
+    for part in tres_per_node.split(","):
+        pieces = part.replace("/", ":").split(":")
+        if len(pieces) >= 2 and pieces[0] == "gres" and pieces[1] == "gpu":
+            return int(pieces[-1]) if pieces[-1].isdigit() else 1
+    return 0
+
+
+def _class_of(job: SlurmJob) -> str:
+    """``--comment=ilucid:inference`` opts a job in as inference; plain ``ilucid`` trains."""
+    pieces = job.comment.split(":")
+    wanted = pieces[1] if len(pieces) > 1 else "training"
+    return wanted if wanted in ("training", "inference", "best-effort") else "training"

@@ -1,0 +1,234 @@
+"""Reading Slurm's JSON output (``sinfo --json``, ``squeue --json``; Slurm 22.05, OpenAPI
+v0.0.38) and validating what ilucid passes to Slurm's commands.
+
+Pure functions: the backend runs the commands, these turn their output into
+ilucid's vocabulary. A node with GPUs of several types becomes one logical
+node per type (``node1/a100``, ``node1/v100``) because the core's node holds
+identical GPUs; a job's placement on ``node1/v100`` becomes
+``--nodelist=node1`` with ``gres:gpu:v100:N``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ilucid.core import Cluster, Node
+
+__all__ = [
+    "SlurmJob",
+    "SlurmNode",
+    "check_command",
+    "check_name",
+    "gpu_indices",
+    "logical_cluster",
+    "parse_gres",
+    "parse_jobs",
+    "parse_nodes",
+    "wait_status",
+]
+
+# gpu, gpu:4, gpu:a100:4, gpu:a100:4(S:0), gpu:a100:2(IDX:0-1), gpu:v100:0(IDX:N/A)
+_GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?:\((?P<extra>[^)]*)\))?$")
+#: a Slurm name ilucid passes on (partition, GPU type, node, user): no spaces, no options
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+#: states in which a node takes no new work
+_UNUSABLE = ("down", "drain", "drained", "draining", "fail", "failing", "future", "maint")
+
+
+def check_name(value: str, field: str) -> str:
+    """A name that cannot smuggle shell or Slurm syntax into a command line."""
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{field} {value!r}: only letters, digits and _ . + - are allowed"
+            " (it must not start with - or hold spaces, ';', ',' or newlines)"
+        )
+    return value
+
+
+def check_command(command: Sequence[str], cwd: str | None) -> None:
+    """Refuse what could be read as Slurm options or break the batch script.
+
+    The command reaches Slurm as arguments of ilucid's batch script, never
+    through a shell or ``--wrap``; still, an argument with a newline or NUL,
+    or a program name starting with ``-`` (which sbatch would take for an
+    option), is refused with the field named.
+    """
+    if not command or not command[0]:
+        raise ValueError("command: name the program to run")
+    if command[0].startswith("-"):
+        raise ValueError(
+            f"command: the program {command[0]!r} starts with '-', which sbatch would read"
+            " as an option (--wrap and friends are not accepted)"
+        )
+    for index, argument in enumerate(command):
+        if "\n" in argument or "\r" in argument or "\x00" in argument:
+            raise ValueError(f"command[{index}]: newlines and NUL are not allowed")
+    if cwd is not None and (
+        not cwd.startswith("/") or any(c in cwd for c in "\n\r\x00") or "%" in cwd
+    ):
+        raise ValueError(f"cwd {cwd!r}: give an absolute path without newlines or '%'")
+
+
+@dataclass(frozen=True, slots=True)
+class GresItem:
+    gpu_type: str | None
+    count: int
+    indices: tuple[int, ...]
+
+
+def parse_gres(text: str) -> list[GresItem]:
+    """``gpu:a100:4(S:0),gpu:v100:2(IDX:4-5)`` -> items; other GRES are ignored."""
+    items: list[GresItem] = []
+    for part in _split_top(text or ""):
+        match = _GRES.match(part.strip())
+        if match is None:
+            continue
+        extra = match["extra"] or ""
+        indices: tuple[int, ...] = ()
+        if extra.startswith("IDX:") and extra != "IDX:N/A":
+            indices = _expand(extra.removeprefix("IDX:"))
+        gpu_type, count_text = match["type"], match["count"]
+        if gpu_type is not None and gpu_type.isdigit() and count_text is None:
+            gpu_type, count_text = None, gpu_type  # "gpu:2": a count, not a type
+        count = int(count_text) if count_text else (len(indices) or 1)
+        items.append(GresItem(gpu_type, count, indices))
+    return items
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses (``IDX:0,2-3`` holds commas)."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _expand(ranges: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for piece in ranges.split(","):
+        first, _, last = piece.partition("-")
+        if first.isdigit():
+            out.extend(range(int(first), int(last or first) + 1))
+    return tuple(out)
+
+
+def gpu_indices(gres_detail: Sequence[str]) -> tuple[tuple[str | None, tuple[int, ...]], ...]:
+    """Per node of a running job: (GPU type, indices) from ``gres_detail``."""
+    out = []
+    for entry in gres_detail:
+        for item in parse_gres(entry):
+            out.append((item.gpu_type, item.indices))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    name: str
+    gpus: Mapping[str, int]  # GPU type (or "gpu" when untyped) -> count
+    state: str
+    partitions: tuple[str, ...]
+    reason: str
+
+    @property
+    def usable(self) -> bool:
+        words = self.state.lower().replace("+", " ").split()
+        return not any(w.rstrip("*~#!%$@^-") in _UNUSABLE for w in words)
+
+
+def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
+    nodes = []
+    for raw in document.get("nodes", []):
+        counts: dict[str, int] = {}
+        for item in parse_gres(str(raw.get("gres", ""))):
+            key = item.gpu_type or "gpu"
+            counts[key] = counts.get(key, 0) + item.count
+        flags = [str(f).lower() for f in raw.get("state_flags", [])]
+        state = " ".join([str(raw.get("state", "unknown")), *flags])
+        nodes.append(
+            SlurmNode(
+                name=str(raw["name"]),
+                gpus=counts,
+                state=state,
+                partitions=tuple(raw.get("partitions", [])),
+                reason=str(raw.get("reason", "")),
+            )
+        )
+    return nodes
+
+
+def logical_cluster(
+    nodes: Sequence[SlurmNode], partition: str | None = None
+) -> tuple[Cluster, dict[str, tuple[str, str | None]]]:
+    """The core's cluster: one node per (Slurm node, GPU type); and each logical node's
+    Slurm node name and GPU type (None when the GPUs are untyped)."""
+    core_nodes: list[Node] = []
+    where: dict[str, tuple[str, str | None]] = {}
+    for node in sorted(nodes, key=lambda n: n.name):
+        if partition is not None and partition not in node.partitions:
+            continue
+        types = sorted(node.gpus)
+        for gpu_type in types:
+            name = node.name if len(types) == 1 else f"{node.name}/{gpu_type}"
+            typed = None if gpu_type == "gpu" else gpu_type
+            labels = {"slurm_node": node.name}
+            core_nodes.append(Node(name, node.gpus[gpu_type], typed or "generic", 0.0, labels))
+            where[name] = (node.name, typed)
+    return Cluster(tuple(core_nodes)), where
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    job_id: int
+    name: str
+    state: str
+    reason: str
+    description: str
+    nodes: str
+    gres: tuple[tuple[str | None, tuple[int, ...]], ...]
+    tres_per_node: str
+    comment: str
+    user: str
+    exit_code: int
+    restarts: int
+
+
+def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
+    jobs = []
+    for raw in document.get("jobs", []):
+        jobs.append(
+            SlurmJob(
+                job_id=int(raw["job_id"]),
+                name=str(raw.get("name", "")),
+                state=str(raw.get("job_state", "")),
+                reason=str(raw.get("state_reason", "")),
+                description=str(raw.get("state_description", "")),
+                nodes=str(raw.get("nodes", "")),
+                gres=gpu_indices(raw.get("gres_detail", []) or []),
+                tres_per_node=str(raw.get("tres_per_node", "")),
+                comment=str(raw.get("comment", "")),
+                user=str(raw.get("user_name", "")),
+                exit_code=int(raw.get("exit_code", 0) or 0),
+                restarts=int(raw.get("restart_cnt", 0) or 0),
+            )
+        )
+    return jobs
+
+
+def wait_status(status: int) -> int:
+    """Slurm's ``exit_code`` is a wait status: 256 is exit 1, 15 is SIGTERM (-15)."""
+    if status & 0x7F:
+        return -(status & 0x7F)
+    return (status >> 8) & 0xFF

@@ -1,0 +1,49 @@
+"""A real Slurm 22.05 cluster from Debian's packages for the Slurm backend tests.
+
+``slurm/start_slurm.sh`` installs slurm-wlm and munge when they are missing
+(as root, through apt), starts a private munged, writes slurm.conf/gres.conf
+for one node with 8 GPUs of two types (4 a100, 4 v100; device files made
+with mknod because Debian's 22.05 drops file-less GPU GRES) and starts
+slurmctld and slurmd. The tests skip, saying why, only where that cannot work
+(not root, no apt, daemons refuse to start).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_harness import HERE, SlurmCluster
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    if os.geteuid() != 0:
+        pytest.skip("Slurm's daemons need root here (slurmctld runs as SlurmUser=root)")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        pytest.skip("Slurm is not installed and apt-get is not available to install it")
+    directory = Path(tempfile.mkdtemp(prefix="ilucid-slurm-"))
+    directory.chmod(0o755)  # munged and job steps run as other users
+    cluster = SlurmCluster(directory, str(directory / "slurm.conf"))
+    try:
+        cluster.start()
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        subprocess.run(["bash", str(HERE / "stop_slurm.sh"), str(directory)], check=False)
+        if "apt-get install failed" in str(exc):
+            pytest.skip(f"Slurm cannot be installed here: {exc}")
+        raise  # installed but not working: a failure, not a skip
+    yield cluster
+    subprocess.run(
+        ["bash", str(HERE / "stop_slurm.sh"), str(directory), "--purge"],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )

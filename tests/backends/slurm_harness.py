@@ -1,0 +1,45 @@
+"""Driving the test Slurm cluster that ``slurm/start_slurm.sh`` sets up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "slurm"
+
+
+@dataclass
+class SlurmCluster:
+    directory: Path
+    conf: str
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": self.conf}
+
+    def squeue(self) -> str:
+        return subprocess.run(
+            ["squeue", "--json"], env=self.env(), capture_output=True, text=True, check=True
+        ).stdout
+
+    def stop_controller(self) -> None:
+        pid = (self.directory / "run" / "slurmctld.pid").read_text().strip()
+        subprocess.run(["kill", "-TERM", pid], check=False)
+        for _ in range(100):
+            if subprocess.run(["kill", "-0", pid], check=False, capture_output=True).returncode:
+                return
+            time.sleep(0.1)
+
+    def start(self) -> None:
+        """(Re)start whichever daemons are down; state in the directory is kept."""
+        done = subprocess.run(
+            ["bash", str(HERE / "start_slurm.sh"), str(self.directory)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"start_slurm.sh failed:\n{done.stderr[-3000:]}")

@@ -1,0 +1,296 @@
+"""Issue 7: ilucid on a real Slurm 22.05 (one node, 4 a100 + 4 v100 GPUs; see conftest).
+
+``ilucid serve --backend slurm`` runs as a process and jobs are submitted with
+the CLI, as a user would. Each job appends ``start <time> <CUDA_VISIBLE_DEVICES>
+<SLURM_JOB_ID>`` (and ``end``) to its own file, so the test sees what Slurm
+really ran, where, and when, and compares it with the decisions ilucid stored.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ilucid.service.db import DecisionRow, make_engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_helpers import free_port, run_ilucid
+from slurm_harness import SlurmCluster
+
+pytestmark = pytest.mark.xdist_group("slurm")
+
+JOB = (
+    'echo "start $(date +%s.%N) $CUDA_VISIBLE_DEVICES $SLURM_JOB_ID" >> "$OUT/$ILUCID_JOB_ID";'
+    ' trap \'echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; exit 143\' TERM;'
+    ' sleep {seconds} & wait; echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"'
+)
+#: the core's logical nodes for the test node, in order, and the GPU indices of each
+LOGICAL = {0: set(range(0, 4)), 1: set(range(4, 8))}  # node1/a100, node1/v100
+
+
+class Server:
+    def __init__(self, cluster: SlurmCluster, data: Path, out: Path) -> None:
+        self.cluster, self.data, self.out = cluster, data, out
+        self.port = free_port()
+        self.env = {
+            **cluster.env(),
+            "ILUCID_URL": f"http://127.0.0.1:{self.port}",
+            "OUT": str(out),
+        }
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "ilucid.cli",
+            "serve",
+            "--backend",
+            "slurm",
+            "--slurm-conf",
+            self.cluster.conf,
+            "--data-dir",
+            str(self.data),
+            "--port",
+            str(self.port),
+            "--interval",
+            "0.5",
+        ]
+        log = (self.data.parent / "serve.log").open("a")
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env
+        )
+        deadline = time.monotonic() + 60
+        while run_ilucid("nodes", "--data-dir", str(self.data), env=self.env).returncode != 0:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.process.kill()
+                raise AssertionError(
+                    f"serve did not start: {(self.data.parent / 'serve.log').read_text()}"
+                )
+            time.sleep(0.3)
+        self.env["ILUCID_TOKEN"] = (self.data / "admin.token").read_text().strip()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+    def submit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_ilucid("submit", *args, env=self.env)
+
+    def states(self) -> dict[str, str]:
+        lines = run_ilucid("jobs", env=self.env).stdout.splitlines()[1:]
+        return {line.split()[0]: line.split()[4] for line in lines if line.strip()}
+
+    def wait_all(self, count: int, timeout: float = 240) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            states = self.states()
+            if len(states) == count and all(
+                s in ("succeeded", "failed", "cancelled") for s in states.values()
+            ):
+                return states
+            time.sleep(0.5)
+        log = (self.data.parent / "serve.log").read_text()[-4000:]
+        raise AssertionError(f"jobs did not all end: {states}\n{log}")
+
+
+@pytest.fixture
+def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
+    out = tmp_path / "out"
+    out.mkdir()
+    running = Server(slurm_cluster, tmp_path / "data", out)
+    running.start()
+    yield running
+    running.stop()
+    # leave the shared cluster empty for the next test
+    ours = [
+        j
+        for j in json.loads(slurm_cluster.squeue())["jobs"]
+        if j["job_state"] in ("PENDING", "RUNNING")
+    ]
+    if ours:
+        subprocess.run(
+            ["scancel", *[str(j["job_id"]) for j in ours]], env=slurm_cluster.env(), check=False
+        )
+
+
+def submit_job(server: Server, gpus: int, seconds: float, job_class: str = "training") -> str:
+    done = server.submit(
+        "--gpus",
+        str(gpus),
+        "--class",
+        job_class,
+        "--estimate",
+        "600",
+        "--",
+        "sh",
+        "-c",
+        JOB.format(seconds=seconds),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def runs(out: Path, job_id: str) -> list[tuple[float, set[int], str]]:
+    """Each start of a job: (time, GPU indices it saw, Slurm job id)."""
+    found = []
+    for line in (out / job_id).read_text().splitlines():
+        if line.startswith("start"):
+            _, when, *rest = line.split()
+            gpus = {int(g) for g in rest[0].split(",")} if len(rest) == 2 else set()
+            found.append((float(when), gpus, rest[-1]))
+    return found
+
+
+def slurm_jobs_by_ilucid_id(cluster: SlurmCluster, server: Server) -> dict[str, set[int]]:
+    """This service's Slurm jobs (named ``ilucid-<instance>-<id>``), by ilucid job id."""
+    prefix = f"ilucid-{(server.data / 'slurm' / 'instance').read_text().strip()}-"
+    jobs: dict[str, set[int]] = {}
+    for job in json.loads(cluster.squeue())["jobs"]:
+        if job["name"].startswith(prefix):
+            jobs.setdefault(job["name"].removeprefix(prefix), set()).add(int(job["job_id"]))
+    return jobs
+
+
+def test_ten_jobs_run_in_ilucids_order_on_its_gpus_and_inference_requeues_training(
+    server: Server, slurm_cluster: SlurmCluster
+) -> None:
+    sizes = (4, 2, 2, 1, 3, 4, 2, 1, 1)
+    training = [submit_job(server, gpus, seconds=6) for gpus in sizes]
+    # while most wait, ilucid's explanation carries Slurm's own reason
+    time.sleep(1.0)
+    shown = [run_ilucid("explain", j, env=server.env).stdout for j in reversed(training)]
+    assert any("Slurm: JobHeldUser (held until ilucid releases it)" in s for s in shown), shown
+    inference = submit_job(server, 1, seconds=1, job_class="inference")
+
+    final = server.wait_all(10)
+    assert set(final.values()) == {"succeeded"}, final
+
+    engine = make_engine(f"sqlite:///{server.data / 'ilucid.db'}")
+    with Session(engine) as session:
+        starts = session.scalars(
+            select(DecisionRow).where(DecisionRow.action == "start").order_by(DecisionRow.id)
+        ).all()
+        messages = {d.job_id: d.message for d in session.scalars(select(DecisionRow))}
+    assert messages
+    seen: dict[str, int] = {}
+    firsts: list[tuple[float, float, str]] = []  # decision time, real start, job
+    for decision in starts:
+        k = seen.get(decision.job_id, 0)
+        seen[decision.job_id] = k + 1
+        real = runs(server.out, decision.job_id)
+        assert len(real) > k, (decision.job_id, real)
+        when, gpus, _slurm_id = real[k]
+        parts = json.loads(decision.placement)
+        chosen = set().union(*(LOGICAL[index] for index, _ in parts))
+        assert gpus <= chosen and len(gpus) == sum(n for _, n in parts), (
+            decision.job_id,
+            gpus,
+            parts,
+        )
+        assert when >= decision.time - 0.05, "Slurm started a job before ilucid released it"
+        if k == 0:
+            firsts.append((decision.time, when, decision.job_id))
+    for d1, s1, j1 in firsts:
+        for d2, s2, j2 in firsts:
+            if d2 - d1 > 3.0:
+                assert s1 < s2, f"{j1} was released before {j2} but started after it"
+    # the inference job preempted a training job through `scontrol requeuehold`
+    preempted = [
+        j
+        for j in training
+        if "preempted by inference job" in run_ilucid("explain", j, env=server.env).stdout
+    ]
+    assert preempted, "no training job was preempted"
+    assert any(len(runs(server.out, j)) >= 2 for j in preempted)
+    assert inference in final
+    # one Slurm job per ilucid job, whatever happened
+    by_id = slurm_jobs_by_ilucid_id(slurm_cluster, server)
+    assert all(len(ids) == 1 for ids in by_id.values()), by_id
+
+
+def test_controller_restart_and_ilucid_crash_lose_or_duplicate_nothing(
+    server: Server, slurm_cluster: SlurmCluster
+) -> None:
+    jobs = [submit_job(server, 2, seconds=3) for _ in range(6)]
+    time.sleep(1.0)
+    slurm_cluster.stop_controller()
+    jobs += [submit_job(server, 2, seconds=2) for _ in range(2)]  # accepted while Slurm is down
+    time.sleep(2.0)
+    slurm_cluster.start()
+    time.sleep(2.0)
+    server.kill()  # SIGKILL: no chance to clean up
+    server.start()
+    jobs += [submit_job(server, 1, seconds=1) for _ in range(2)]
+    final = server.wait_all(len(jobs))
+    assert set(final) == set(jobs) and set(final.values()) == {"succeeded"}, final
+    for job_id in jobs:
+        assert len(runs(server.out, job_id)) == 1, (
+            f"{job_id} ran {len(runs(server.out, job_id))} times"
+        )
+    by_id = slurm_jobs_by_ilucid_id(slurm_cluster, server)
+    assert all(len(by_id.get(j, ())) == 1 for j in jobs), by_id
+
+
+def test_a_job_submitted_to_slurm_directly_can_opt_in(
+    server: Server, slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    script = tmp_path / "mine.sh"
+    script.write_text('#!/bin/sh\necho "ran on $CUDA_VISIBLE_DEVICES" > "$OUT/direct"\n')
+    script.chmod(0o755)
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--comment=ilucid",
+            "--gres=gpu:1",
+            f"--output={tmp_path}/direct.log",
+            str(script),
+        ],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    slurm_id = submitted.stdout.strip()
+    final = server.wait_all(1, timeout=60)
+    assert list(final.values()) == ["succeeded"], final
+    assert (server.out / "direct").read_text().startswith("ran on ")
+    job_id = next(iter(final))
+    shown = run_ilucid("jobs", env=server.env).stdout
+    assert job_id in shown
+    assert slurm_jobs_by_ilucid_id(slurm_cluster, server)[job_id] == {int(slurm_id)}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--wrap=rm -rf /"], "starts with '-'"),
+        (["sh", "-c", "echo a\nscancel 1"], "newlines"),
+        (["--", "--uid=0", "true"], "starts with '-'"),
+    ],
+)
+def test_injection_is_refused_with_the_field_named(
+    server: Server, argv: list[str], message: str
+) -> None:
+    done = server.submit("--gpus", "1", "--", *argv)
+    assert done.returncode != 0
+    assert message in (done.stderr + done.stdout)

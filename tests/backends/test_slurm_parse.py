@@ -1,0 +1,107 @@
+"""Reading Slurm 22.05's JSON and refusing unsafe job fields (no Slurm needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ilucid.backends.slurm_parse import (
+    check_command,
+    check_name,
+    gpu_indices,
+    logical_cluster,
+    parse_gres,
+    parse_jobs,
+    parse_nodes,
+    wait_status,
+)
+
+NODES = {
+    "nodes": [
+        {
+            "name": "node2",
+            "state": "idle",
+            "state_flags": ["DRAIN"],
+            "gres": "gpu:v100:8(S:0-1)",
+            "partitions": ["gpu"],
+            "reason": "maintenance",
+        },
+        {
+            "name": "node1",
+            "state": "mixed",
+            "state_flags": [],
+            "gres": "gpu:a100:4(S:0),gpu:v100:4(S:0)",
+            "gres_used": "gpu:a100:2(IDX:0-1),gpu:v100:0(IDX:N/A)",
+            "partitions": ["gpu", "debug"],
+        },
+        {"name": "cpu1", "state": "idle", "gres": "", "partitions": ["cpu"]},
+    ]
+}
+
+
+def test_gres_strings_with_and_without_types_sockets_and_indices() -> None:
+    items = parse_gres("gpu:a100:4(S:0),gpu:v100:2(IDX:4,6-7),mps:100")
+    assert [(i.gpu_type, i.count, i.indices) for i in items] == [
+        ("a100", 4, ()),
+        ("v100", 2, (4, 6, 7)),
+    ]
+    # right after a controller restart the decorations are missing
+    assert [(i.gpu_type, i.count) for i in parse_gres("gpu:a100:4,gpu:2")] == [
+        ("a100", 4),
+        (None, 2),
+    ]
+    assert gpu_indices(["gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"]) == (
+        ("a100", (0, 1)),
+        ("a100", (3,)),
+    )
+
+
+def test_a_node_with_two_gpu_types_is_two_logical_nodes() -> None:
+    nodes = parse_nodes(NODES)
+    cluster, where = logical_cluster(nodes, "gpu")
+    assert [(n.name, n.num_gpus, n.gpu_type) for n in cluster.nodes] == [
+        ("node1/a100", 4, "a100"),
+        ("node1/v100", 4, "v100"),
+        ("node2", 8, "v100"),
+    ]
+    assert where["node1/v100"] == ("node1", "v100")
+    usable = {n.name: n.usable for n in nodes}
+    assert usable == {"node2": False, "node1": True, "cpu1": True}
+
+
+def test_jobs_and_wait_statuses() -> None:
+    [job] = parse_jobs(
+        {
+            "jobs": [
+                {
+                    "job_id": 7,
+                    "name": "ilucid-abc123-j000001",
+                    "job_state": "FAILED",
+                    "state_reason": "NonZeroExitCode",
+                    "gres_detail": ["gpu:v100:2(IDX:4-5)"],
+                    "exit_code": 256,
+                    "restart_cnt": 1,
+                }
+            ]
+        }
+    )
+    assert job.gres == (("v100", (4, 5)),) and job.restarts == 1
+    assert wait_status(job.exit_code) == 1
+    assert wait_status(15) == -15 and wait_status(0) == 0
+
+
+@pytest.mark.parametrize("bad", ["gpu;rm", "a b", "-p", "x\ny", "", "a,b", "$(id)"])
+def test_names_that_could_carry_syntax_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="partition"):
+        check_name(bad, "partition")
+
+
+def test_commands_that_could_be_read_as_options_or_break_the_script_are_refused() -> None:
+    check_command(["python", "-c", "print(1); print(2)"], "/tmp")  # ';' inside an argument is data
+    with pytest.raises(ValueError, match="starts with '-'"):
+        check_command(["--wrap=id"], None)
+    with pytest.raises(ValueError, match=r"command\[2\]: newlines"):
+        check_command(["sh", "-c", "true\n#SBATCH --uid=0"], None)
+    with pytest.raises(ValueError, match="cwd"):
+        check_command(["true"], "relative/dir")
+    with pytest.raises(ValueError, match="cwd"):
+        check_command(["true"], "/tmp/%j")
