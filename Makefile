@@ -1,11 +1,11 @@
-# Quick start: `make demo` and `make test` each set everything up from scratch.
+# Quick start: `make serve` and `make test` each set everything up from scratch.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: demo test check lint typecheck imports bench bench-policies bench-mixed bench-placement clean
+.PHONY: serve demo test check lint typecheck imports bench bench-policies bench-mixed bench-placement clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+## serve: install and start the live scheduler here (SQLite in .ilucid, local backend);
+## prints the dashboard URL. GPUs come from NVML, else GPUS virtual ones (default 4).
+GPUS ?= 4
+serve: $(STAMP)
+	$(BIN)/ilucid serve $(if $(wildcard /dev/nvidia0),,--gpus $(GPUS))
 
 ## demo: install and compare the baseline policies (Philly when ILUCID_TRACE_DIR is set)
 demo: $(STAMP)

@@ -26,7 +26,19 @@ __all__ = ["SERVICE_COMMANDS", "add_service_commands", "run_service_command"]
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_DATA = Path(".ilucid")
 SERVICE_COMMANDS = frozenset(
-    {"serve", "token", "submit", "jobs", "queue", "explain", "cancel", "nodes", "logs", "whatif"}
+    {
+        "serve",
+        "slurm-release-held",
+        "token",
+        "submit",
+        "jobs",
+        "queue",
+        "explain",
+        "cancel",
+        "nodes",
+        "logs",
+        "whatif",
+    }
 )
 
 
@@ -71,6 +83,20 @@ def add_service_commands(sub: Any) -> None:
         type=Path,
         help="lucid: a packing analyzer from `ilucid model train packing`"
         " (default: a stated rule on GPU utilisation)",
+    )
+
+    fail_open = sub.add_parser(
+        "slurm-release-held",
+        help="fail-open: hand every job ilucid holds in Slurm to Slurm's own scheduler",
+    )
+    fail_open.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    fail_open.add_argument("--slurm-conf", help="path of slurm.conf (default: Slurm's)")
+    fail_open.add_argument(
+        "--if-idle-for",
+        type=float,
+        default=0.0,
+        help="only when the service has not completed a pass for this many seconds"
+        " (for a timer: a live service is left alone)",
     )
 
     token = sub.add_parser("token", help="create an API token (printed once)")
@@ -205,8 +231,14 @@ def _serve(args: argparse.Namespace) -> int:
         f"ilucid serve: {where}, policy {args.policy}, state in {url},"
         f" API on http://{args.host}:{args.port}"
     )
+    token_file = args.data_dir / "admin.token"
+    fragment = ""
+    if token_file.exists():  # the URL fragment never leaves the browser
+        fragment = f"#token={token_file.read_text(encoding='utf-8').strip()}"
+    print(f"dashboard: http://{args.host}:{args.port}/{fragment}", flush=True)
     stop = threading.Event()
-    loop = threading.Thread(target=service.run, args=(args.interval, stop), daemon=True)
+    beat = args.data_dir / "heartbeat"  # for `ilucid slurm-release-held --if-idle-for`
+    loop = threading.Thread(target=service.run, args=(args.interval, stop, beat.touch), daemon=True)
     loop.start()
     try:
         uvicorn.run(build_app(service), host=args.host, port=args.port, log_level="warning")
@@ -228,6 +260,24 @@ def _metrics_source(choice: str, gpu_source: str) -> Any:
     if not path.exists():
         raise ValueError(f"--metrics: {choice!r} is not auto, nvml, none or a samples CSV")
     return ReplayMetrics.from_csv(path)
+
+
+def _release_held(args: argparse.Namespace) -> int:
+    """Fail-open for a stopped service: its held jobs go to Slurm's own scheduler (with
+    the GPU count they asked for, untyped). Run by hand or from a timer."""
+    import time
+
+    from ilucid.backends.slurm import SlurmBackend
+
+    beat = args.data_dir / "heartbeat"
+    if args.if_idle_for > 0 and beat.exists():
+        idle = time.time() - beat.stat().st_mtime
+        if idle < args.if_idle_for:
+            print(f"the service completed a pass {idle:.0f} s ago: nothing released")
+            return 0
+    released = SlurmBackend(args.data_dir, slurm_conf=args.slurm_conf).release_all_held()
+    print(f"released {len(released)} held job(s) to Slurm: {' '.join(map(str, released))}")
+    return 0
 
 
 def _token(args: argparse.Namespace) -> int:
@@ -274,6 +324,8 @@ def run_service_command(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.command == "token":
         return _token(args)
+    if args.command == "slurm-release-held":
+        return _release_held(args)
     with _client(args) as client:
         if args.command == "submit":
             command = list(args.argv)

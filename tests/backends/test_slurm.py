@@ -294,3 +294,36 @@ def test_injection_is_refused_with_the_field_named(
     done = server.submit("--gpus", "1", "--", *argv)
     assert done.returncode != 0
     assert message in (done.stderr + done.stdout)
+
+
+def test_fail_open_hands_held_jobs_to_slurm_when_ilucid_is_gone(
+    server: Server, slurm_cluster: SlurmCluster
+) -> None:
+    jobs = [submit_job(server, 4, seconds=1) for _ in range(4)]  # 16 GPUs asked of 8
+    server.kill()
+    held = [j for j in jobs if not (server.out / j).exists()]
+    assert held, "every job started before ilucid was killed"
+    fresh = run_ilucid(
+        "slurm-release-held",
+        "--data-dir",
+        str(server.data),
+        "--slurm-conf",
+        slurm_cluster.conf,
+        "--if-idle-for",
+        "3600",
+        env=server.env,
+    )
+    assert "nothing released" in fresh.stdout, "a service seen recently is left alone"
+    done = run_ilucid(
+        "slurm-release-held",
+        "--data-dir",
+        str(server.data),
+        "--slurm-conf",
+        slurm_cluster.conf,
+        env=server.env,
+    )
+    assert done.returncode == 0 and "released" in done.stdout, done.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all((server.out / j).exists() for j in jobs):
+        time.sleep(0.5)
+    assert all(len(runs(server.out, j)) == 1 for j in jobs), "Slurm ran every held job once"

@@ -35,7 +35,10 @@ def served(tmp_path: Path):  # type: ignore[no-untyped-def]
         raise AssertionError(f"serve did not come up: {server.communicate()[0]}")
     yield data, env
     server.terminate()
-    server.wait(timeout=10)
+    printed = server.communicate(timeout=10)[0]
+    # the quick start's promise: the dashboard URL, with the admin token in its fragment
+    token = (data / "admin.token").read_text().strip()
+    assert f"dashboard: http://127.0.0.1:{port}/#token={token}" in printed, printed
 
 
 def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  # type: ignore[no-untyped-def]

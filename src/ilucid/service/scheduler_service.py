@@ -629,12 +629,20 @@ class SchedulerService:
         )
         row.state = state
 
-    def run(self, interval_s: float = 2.0, stop: threading.Event | None = None) -> None:
-        """Reconcile every ``interval_s`` and whenever a request wakes the loop."""
+    def run(
+        self,
+        interval_s: float = 2.0,
+        stop: threading.Event | None = None,
+        heartbeat: Callable[[], None] | None = None,
+    ) -> None:
+        """Reconcile every ``interval_s`` and whenever a request wakes the loop;
+        ``heartbeat`` is called after every pass that completed."""
         stop = stop or threading.Event()
         while not stop.is_set():
             try:
                 self.reconcile()
+                if heartbeat is not None:
+                    heartbeat()
             except Exception as exc:  # a running service never dies on one bad pass
                 print(f"ilucid serve: reconcile failed: {exc!r}", flush=True)
             self.wake.wait(interval_s)
