@@ -63,11 +63,29 @@ def add_service_commands(sub: Any) -> None:
     )
     serve.add_argument(
         "--backend",
-        choices=["local", "slurm"],
+        choices=["local", "slurm", "kubernetes"],
         default="local",
         help="local: jobs as processes on this host; slurm: held sbatch jobs released by ilucid",
     )
     serve.add_argument("--slurm-partition", help="slurm: the partition ilucid schedules")
+    serve.add_argument(
+        "--kube-url",
+        help="kubernetes: API server URL (default: in-cluster config, else ~/.kube/config)",
+    )
+    serve.add_argument("--kube-namespace", help="kubernetes: watch only this namespace")
+    serve.add_argument(
+        "--kube-queue-label",
+        default=os.environ.get("ILUCID_QUEUE_LABEL", "ilucid.io/queue"),
+        help="kubernetes: only Jobs with this label are scheduled (ilucid.io/queue)",
+    )
+    serve.add_argument(
+        "--lease",
+        default="ilucid-system/ilucid-leader",
+        help="kubernetes: NAMESPACE/NAME of the leader-election Lease",
+    )
+    serve.add_argument(
+        "--lease-duration", type=float, default=15.0, help="kubernetes: lease duration, s (15)"
+    )
     serve.add_argument("--slurm-conf", help="slurm: path of slurm.conf (default: Slurm's)")
     serve.add_argument(
         "--profiler-gpus",
@@ -200,7 +218,10 @@ def _serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--packing-model {args.packing_model}: not a packing analyzer")
     gpus = discover_gpus(args.gpus)
     backend: Any
-    if args.backend == "slurm":
+    gate = None
+    if args.backend == "kubernetes":
+        backend, gate = _kubernetes(args)
+    elif args.backend == "slurm":
         from ilucid.backends.slurm import SlurmBackend
 
         backend = SlurmBackend(args.data_dir, args.slurm_partition, args.slurm_conf)
@@ -238,7 +259,9 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"dashboard: http://{args.host}:{args.port}/{fragment}", flush=True)
     stop = threading.Event()
     beat = args.data_dir / "heartbeat"  # for `ilucid slurm-release-held --if-idle-for`
-    loop = threading.Thread(target=service.run, args=(args.interval, stop, beat.touch), daemon=True)
+    loop = threading.Thread(
+        target=service.run, args=(args.interval, stop, beat.touch, gate), daemon=True
+    )
     loop.start()
     try:
         uvicorn.run(build_app(service), host=args.host, port=args.port, log_level="warning")
@@ -247,6 +270,33 @@ def _serve(args: argparse.Namespace) -> int:
         service.wake.set()
         loop.join(timeout=5)
     return 0
+
+
+def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The Kubernetes backend and its leader-election gate (this replica's Lease)."""
+    import socket
+
+    from kubernetes import client, config
+
+    from ilucid.backends.kubernetes import KubernetesBackend, LeaseElector
+
+    if args.kube_url:
+        configuration = client.Configuration(host=args.kube_url)
+    else:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        configuration = client.Configuration.get_default_copy()
+    api = client.ApiClient(configuration)
+    namespace, _, name = args.lease.partition("/")
+    if not name:
+        raise ValueError(f"--lease {args.lease!r}: give NAMESPACE/NAME")
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaseElector(api, namespace, name, identity, args.lease_duration)
+    api.user_agent = "ilucid"
+    backend = KubernetesBackend(api, args.kube_namespace, args.kube_queue_label)
+    return backend, elector.try_lead
 
 
 def _metrics_source(choice: str, gpu_source: str) -> Any:

@@ -15,7 +15,14 @@ from typing import Protocol
 
 from ilucid.core import Cluster
 
-__all__ = ["Backend", "BackendUnavailable", "Observation", "ObservedJob", "ProcessState"]
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "ForeignJob",
+    "Observation",
+    "ObservedJob",
+    "ProcessState",
+]
 
 
 class BackendUnavailable(RuntimeError):
@@ -38,6 +45,19 @@ class ObservedJob:
     exit_code: int | None = None
     #: where it runs: (node name, GPUs there) per node; empty when the backend cannot say
     parts: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignJob:
+    """A job created in the cluster manager directly that opted in to ilucid (a Slurm job
+    with ``--comment=ilucid``, a Kubernetes Job labelled for an ilucid queue)."""
+
+    key: str  # the manager's own id: Slurm job id, Kubernetes namespace/name
+    user: str
+    gpus: int
+    job_class: str
+    name: str
+    estimate_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,10 +35,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from ilucid.backends.base import BackendUnavailable, Observation, ObservedJob, ProcessState
+from ilucid.backends.base import (
+    BackendUnavailable,
+    ForeignJob,
+    Observation,
+    ObservedJob,
+    ProcessState,
+)
 from ilucid.backends.slurm_parse import (
     SlurmJob,
     check_command,
@@ -50,7 +55,7 @@ from ilucid.backends.slurm_parse import (
 )
 from ilucid.core import Cluster
 
-__all__ = ["ForeignJob", "SlurmBackend", "SlurmError"]
+__all__ = ["SlurmBackend", "SlurmError"]
 
 PREFIX = "ilucid-"
 #: Slurm job states in which the job holds (or is about to hold) its allocation
@@ -83,17 +88,6 @@ exit "$code"
 
 class SlurmError(BackendUnavailable):
     """Slurm did not answer (controller down, command missing); the pass is retried."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForeignJob:
-    """A job submitted to Slurm directly that opted in to ilucid (``--comment=ilucid``)."""
-
-    slurm_id: int
-    user: str
-    gpus: int
-    job_class: str
-    name: str
 
 
 class SlurmBackend:
@@ -182,7 +176,11 @@ class SlurmBackend:
             elif self._opted_in(job):
                 foreign.append(
                     ForeignJob(
-                        job.job_id, job.user, _gpus_of(job.tres_per_node), _class_of(job), job.name
+                        str(job.job_id),
+                        job.user,
+                        _gpus_of(job.tres_per_node),
+                        _class_of(job),
+                        job.name,
                     )
                 )
         self._jobs = ours
@@ -398,7 +396,7 @@ class SlurmBackend:
     def claim(self, foreign: ForeignJob, job_id: str) -> None:
         """Take over an opted-in job: hold it and name it as ilucid's own."""
         check_name(job_id, "job id")
-        slurm_id = str(foreign.slurm_id)
+        slurm_id = foreign.key
         self._run("scontrol", "hold", slurm_id)
         self._run(
             "scontrol",
@@ -407,10 +405,10 @@ class SlurmBackend:
             f"Name={self.prefix}{job_id}",
             f"Comment={self.opt_in_tag}:{job_id}:gpus={foreign.gpus}:class={foreign.job_class}",
         )
-        self._foreign = [f for f in self._foreign if f.slurm_id != foreign.slurm_id]
+        self._foreign = [f for f in self._foreign if f.key != foreign.key]
         self._jobs[job_id] = [
             SlurmJob(
-                foreign.slurm_id,
+                int(foreign.key),
                 self.prefix + job_id,
                 "PENDING",
                 "JobHeldUser",

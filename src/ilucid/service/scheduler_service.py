@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ilucid.backends.base import Backend, BackendUnavailable, Observation, ProcessState
@@ -111,6 +112,8 @@ class SchedulerService:
         self.wake = threading.Event()
         self._stopping: dict[str, str] = {}  # job id -> "cancelled" or "preempted"
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
+        self.leading = True  # a replica behind leader election starts as a follower
+        self._published_at = 0.0
         with Session(engine) as session:
             last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
         self._last_number = int(last[1:]) if last and last[1:].isdigit() else 0
@@ -216,6 +219,19 @@ class SchedulerService:
                 check(list(request.command), request.cwd)
             except ValueError as exc:
                 raise ServiceError(str(exc)) from None
+        for _ in range(5):
+            try:
+                return self._store(request, job_class)
+            except IntegrityError:  # another replica took the id: count on from the database
+                with Session(self.engine) as session:
+                    last = session.scalars(
+                        select(JobRow.id).order_by(JobRow.id.desc()).limit(1)
+                    ).first()
+                if last and last[1:].isdigit():
+                    self._last_number = max(self._last_number, int(last[1:]))
+        raise ServiceError("could not store the job (job ids kept colliding); try again")
+
+    def _store(self, request: JobRequest, job_class: JobClass) -> str:
         with self.lock, Session(self.engine) as session:
             now = self.clock()
             self._last_number += 1
@@ -318,6 +334,7 @@ class SchedulerService:
                 if self.metrics is not None:
                     self._sample(session, now)
                 session.commit()
+            self._publish_reasons(now)
             return decisions
 
     def _time_pass(self, seconds: float) -> None:
@@ -439,9 +456,9 @@ class SchedulerService:
     def _sync_backend_queue(self, session: Session, seen: Observation) -> None:
         """Level-triggered: jobs submitted to the backend directly that opted in to ilucid
         are accepted, and pending jobs the backend's queue lacks are enqueued."""
+        self._claim_foreign(session)
         if getattr(self.backend, "enqueue", None) is None:
             return
-        self._claim_foreign(session)
         pending = session.scalars(select(JobRow).where(JobRow.state == PENDING)).all()
         for row in pending:
             if row.id not in seen.jobs and not (row.cwd or "").startswith(FOREIGN):
@@ -453,14 +470,14 @@ class SchedulerService:
         if foreign_jobs is None or claim is None:
             return
         for foreign in foreign_jobs():
-            marker = f"{FOREIGN}{foreign.slurm_id}"  # a claimed job's cwd: never enqueued
+            marker = f"{FOREIGN}{foreign.key}"  # a claimed job's cwd: never enqueued
             row = session.scalars(select(JobRow).where(JobRow.cwd == marker)).first()
             if row is None:  # recorded before Slurm's copy is renamed: a crash between
                 row = self._accept_foreign(session, foreign, marker)  # is claimed again
             try:
                 claim(foreign, row.id)
             except BackendUnavailable as exc:
-                print(f"ilucid serve: claiming Slurm job {foreign.slurm_id}: {exc}", flush=True)
+                print(f"ilucid serve: claiming {foreign.key}: {exc}", flush=True)
 
     def _accept_foreign(self, session: Session, foreign: Any, marker: str) -> JobRow:
         now = self.clock()
@@ -471,8 +488,9 @@ class SchedulerService:
             tenant=foreign.user or "slurm",
             job_class=foreign.job_class,
             gpus=min(foreign.gpus, self.cluster.total_gpus),
-            command=json.dumps([f"Slurm job {foreign.slurm_id} ({foreign.name})"]),
+            command=json.dumps([f"{self.backend.name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
+            estimate_s=getattr(foreign, "estimate_s", None),
             state=PENDING,
             submit_time=now,
             gpu_indices="",
@@ -486,12 +504,26 @@ class SchedulerService:
                 time=now,
                 from_state="",
                 to_state=PENDING,
-                reason=f"opted in from Slurm job {foreign.slurm_id} ({foreign.name})",
+                reason=f"opted in from {self.backend.name} job {foreign.key} ({foreign.name})",
             )
         )
         session.commit()
         self.scheduler.submit(_spec(row), now)
         return row
+
+    def _publish_reasons(self, now: float, every_s: float = 5.0, first: int = 200) -> None:
+        """Backends that show why a job waits in the cluster manager itself (Kubernetes
+        conditions and events) get the sentence of the first jobs in the queue."""
+        publish = getattr(self.backend, "publish_reason", None)
+        if publish is None or now - self._published_at < every_s:
+            return
+        self._published_at = now
+        for job_id, _position, _start in self.queue()[:first]:
+            try:
+                publish(job_id, self.scheduler.why_pending(job_id, now))
+            except BackendUnavailable as exc:
+                print(f"ilucid serve: publishing why {job_id} waits: {exc}", flush=True)
+                return
 
     def _forget(self, job_id: str) -> None:
         forget = getattr(self.backend, "forget", None)
@@ -634,21 +666,43 @@ class SchedulerService:
         interval_s: float = 2.0,
         stop: threading.Event | None = None,
         heartbeat: Callable[[], None] | None = None,
+        gate: Callable[[], bool] | None = None,
     ) -> None:
         """Reconcile every ``interval_s`` and whenever a request wakes the loop;
-        ``heartbeat`` is called after every pass that completed."""
+        ``heartbeat`` is called after every pass that completed; with ``gate`` (leader
+        election) a pass runs only while it answers True."""
         stop = stop or threading.Event()
         while not stop.is_set():
             try:
-                self.reconcile()
-                if heartbeat is not None:
-                    heartbeat()
+                if self._may_act(gate):
+                    self.reconcile()
+                    if heartbeat is not None:
+                        heartbeat()
             except Exception as exc:  # a running service never dies on one bad pass
                 print(f"ilucid serve: reconcile failed: {exc!r}", flush=True)
             self.wake.wait(interval_s)
             # let a burst of submissions gather: one pass serves them all
             stop.wait(min(0.05, interval_s))
             self.wake.clear()
+
+    def _may_act(self, gate: Callable[[], bool] | None) -> bool:
+        """Whether this replica leads; one that just became leader first rebuilds its core
+        from the shared database and the backend (the previous leader changed both)."""
+        if gate is None:
+            return True
+        leading = gate()
+        if leading and not self.leading:
+            with self.lock:
+                with Session(self.engine) as session:
+                    last = session.scalars(
+                        select(JobRow.id).order_by(JobRow.id.desc()).limit(1)
+                    ).first()
+                self._last_number = max(
+                    self._last_number, int(last[1:]) if last and last[1:].isdigit() else 0
+                )
+                self._rebuild(self.backend.observe())
+        self.leading = leading
+        return leading
 
     def set_policy(self, policy: str) -> None:
         """Switch policy: the core is rebuilt from the database (running jobs adopted)."""
