@@ -80,7 +80,8 @@ def build_app(service: SchedulerService) -> FastAPI:
     app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
     engine = service.engine
 
-    def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
+    # async: a cached token check needs no worker thread (a cache miss is one quick query)
+    async def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
         if not authorization or not authorization.startswith("Bearer "):
             raise HTTPException(401, "missing bearer token (Authorization: Bearer <token>)")
         who = authenticate(engine, authorization.removeprefix("Bearer ").strip())
@@ -101,7 +102,8 @@ def build_app(service: SchedulerService) -> FastAPI:
         return {"status": "ok", "policy": service.policy_name, "backend": service.backend.name}
 
     @app.post("/jobs", status_code=201)
-    def submit(body: SubmitBody, who: Who) -> dict[str, str]:
+    async def submit(body: SubmitBody, who: Who) -> dict[str, str]:
+        # on the event loop: one short commit costs less than the hop to a worker thread
         try:
             job_id = service.submit(
                 JobRequest(
