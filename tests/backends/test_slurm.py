@@ -286,6 +286,7 @@ def test_a_job_submitted_to_slurm_directly_can_opt_in(
         (["--wrap=rm -rf /"], "starts with '-'"),
         (["sh", "-c", "echo a\nscancel 1"], "newlines"),
         (["--", "--uid=0", "true"], "starts with '-'"),
+        (["true;scancel", "-u", "root"], "shell syntax"),
     ],
 )
 def test_injection_is_refused_with_the_field_named(

@@ -99,6 +99,8 @@ def test_commands_that_could_be_read_as_options_or_break_the_script_are_refused(
     check_command(["python", "-c", "print(1); print(2)"], "/tmp")  # ';' inside an argument is data
     with pytest.raises(ValueError, match="starts with '-'"):
         check_command(["--wrap=id"], None)
+    with pytest.raises(ValueError, match="shell syntax"):
+        check_command(["true;scancel -u root"], None)
     with pytest.raises(ValueError, match=r"command\[2\]: newlines"):
         check_command(["sh", "-c", "true\n#SBATCH --uid=0"], None)
     with pytest.raises(ValueError, match="cwd"):

@@ -310,3 +310,45 @@ def test_rbac_grants_exactly_the_calls_the_backend_makes(
     assert made == allowed, (
         f"made but not granted: {made - allowed}; granted but unused: {allowed - made}"
     )
+
+
+def test_serve_runs_on_kubernetes_and_refuses_api_submissions(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """`ilucid serve --backend kubernetes` as a process against the emulator: it takes
+    the lease, admits a labelled Job, and explains that jobs come from Kubernetes."""
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+    from serve_helpers import free_port, run_ilucid
+
+    batch, api = seed(emulator, [gpu_job("train", 2)])
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": "ilucid-system"}})
+    port = free_port()
+    env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}"}
+    data = tmp_path / "data"
+    command = [
+        sys.executable, "-m", "ilucid.cli", "serve", "--backend", "kubernetes",
+        "--kube-url", emulator.url, "--data-dir", str(data), "--port", str(port),
+        "--interval", "0.2", "--lease-duration", "2",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            job = batch.read_namespaced_job("train", "team-a")
+            if not job.spec.suspend:
+                break
+            time.sleep(0.2)
+        assert not job.spec.suspend, "the labelled Job was not admitted"
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "ilucid-leader", "ilucid-system"
+        )
+        assert lease.spec.holder_identity
+        env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
+        refused = run_ilucid("submit", "--gpus", "1", "--", "true", env=env)
+        assert refused.returncode != 0 and "spec.suspend" in refused.stderr + refused.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=15)

@@ -171,6 +171,13 @@ class KubernetesBackend:
         return f"Kubernetes: Job {job.metadata.namespace}/{job.metadata.name} is suspended"
 
     # -- acting -----------------------------------------------------------------------------
+    def check(self, command: Sequence[str], cwd: str | None) -> None:
+        """Jobs come from Kubernetes itself; the API cannot make one."""
+        raise ValueError(
+            "on Kubernetes, submit a batch/v1 Job with spec.suspend: true and the label"
+            f" {self.queue_label} (see deploy/kubernetes/examples); ilucid admits it"
+        )
+
     def _patch(self, job: Any, body: Mapping[str, Any]) -> Any:
         try:
             return self.batch.patch_namespaced_job(

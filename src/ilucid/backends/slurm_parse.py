@@ -63,6 +63,11 @@ def check_command(command: Sequence[str], cwd: str | None) -> None:
             f"command: the program {command[0]!r} starts with '-', which sbatch would read"
             " as an option (--wrap and friends are not accepted)"
         )
+    if any(c in command[0] for c in ";|&$`<>(){}"):
+        raise ValueError(
+            f"command: the program {command[0]!r} holds shell syntax; commands are never run"
+            " through a shell here (to use one, say so: sh -c '...')"
+        )
     for index, argument in enumerate(command):
         if "\n" in argument or "\r" in argument or "\x00" in argument:
             raise ValueError(f"command[{index}]: newlines and NUL are not allowed")
