@@ -232,7 +232,8 @@ class SchedulerService:
         raise ServiceError("could not store the job (job ids kept colliding); try again")
 
     def _store(self, request: JobRequest, job_class: JobClass) -> str:
-        with self.lock, Session(self.engine) as session:
+        # expire_on_commit off: the row is read once more below, without a reload query
+        with self.lock, Session(self.engine, expire_on_commit=False) as session:
             now = self.clock()
             self._last_number += 1
             job_id = f"j{self._last_number:06d}"
