@@ -24,15 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_harness import HERE, SlurmCluster
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
+def _cluster(nodes: int) -> Iterator[SlurmCluster]:
     if os.geteuid() != 0:
         pytest.skip("Slurm's daemons need root here (slurmctld runs as SlurmUser=root)")
     if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
         pytest.skip("Slurm is not installed and apt-get is not available to install it")
     directory = Path(tempfile.mkdtemp(prefix="ilucid-slurm-"))
     directory.chmod(0o755)  # munged and job steps run as other users
-    cluster = SlurmCluster(directory, str(directory / "slurm.conf"))
+    cluster = SlurmCluster(directory, str(directory / "slurm.conf"), nodes)
     try:
         cluster.start()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -47,3 +46,15 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         check=False,
         timeout=120,
     )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """One node, 8 GPUs of two types."""
+    yield from _cluster(1)
+
+
+@pytest.fixture(scope="session")
+def slurm_two_nodes() -> Iterator[SlurmCluster]:
+    """Two slurmd daemons on this host (``slurmd -N``), each with 4 a100 + 4 v100."""
+    yield from _cluster(2)

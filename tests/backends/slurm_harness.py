@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent / "slurm"
 class SlurmCluster:
     directory: Path
     conf: str
+    nodes: int = 1  # slurmd daemons on this host (node1..nodeN), 4 a100 + 4 v100 each
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": self.conf}
@@ -36,6 +37,7 @@ class SlurmCluster:
         """(Re)start whichever daemons are down; state in the directory is kept."""
         done = subprocess.run(
             ["bash", str(HERE / "start_slurm.sh"), str(self.directory)],
+            env={**os.environ, "SLURM_TEST_NODES": str(self.nodes)},
             capture_output=True,
             text=True,
             timeout=600,

@@ -328,3 +328,53 @@ def test_fail_open_hands_held_jobs_to_slurm_when_ilucid_is_gone(
     while time.monotonic() < deadline and not all((server.out / j).exists() for j in jobs):
         time.sleep(0.5)
     assert all(len(runs(server.out, j)) == 1 for j in jobs), "Slurm ran every held job once"
+
+
+def test_placement_across_two_slurmd_nodes(slurm_two_nodes: SlurmCluster, tmp_path: Path) -> None:
+    """Two slurmd daemons on this host: a job goes to the node and GPU type the core chose,
+    and a job spread over both nodes runs on both, seen back as the core's logical nodes."""
+    from ilucid.backends.base import ProcessState
+    from ilucid.backends.slurm import SlurmBackend
+
+    out = tmp_path / "out"
+    out.mkdir()
+    backend = SlurmBackend(tmp_path / "data", slurm_conf=slurm_two_nodes.conf)
+    names = [n.name for n in backend.observe().cluster.nodes]
+    assert names == ["node1/a100", "node1/v100", "node2/a100", "node2/v100"]
+    record = 'echo "$(hostname) $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES" >> "{out}/$ILUCID_JOB_ID"'
+    wanted = {
+        "one": [("node2/v100", 2)],
+        "both": [("node1/a100", 2), ("node2/a100", 2)],
+    }
+    for job_id, placement in wanted.items():
+        gpus = sum(n for _, n in placement)
+        command = ["sh", "-c", record.format(out=out) + "; sleep 3"]
+        if len(placement) > 1:  # one task per node, each recording where it ran
+            command = ["srun", "--ntasks-per-node=1", *command]
+        backend.enqueue(job_id, command, gpus)
+    deadline = time.monotonic() + 60
+    seen: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        observed = backend.observe().jobs
+        for job_id, placement in wanted.items():
+            gpus = sum(n for _, n in placement)
+            backend.start(job_id, [], gpus, placement=placement)
+            job = observed.get(job_id)
+            if job is not None and job.state is ProcessState.RUNNING and job.parts:
+                seen[job_id] = job.parts
+        if len(seen) == len(wanted):
+            break
+        time.sleep(0.3)
+    assert seen == {job_id: tuple(p) for job_id, p in wanted.items()}, seen
+
+    def lines(name: str) -> list[str]:
+        path = out / name
+        return path.read_text().splitlines() if path.exists() else []
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (len(lines("both")) < 2 or not lines("one")):
+        time.sleep(0.2)
+    [one] = lines("one")
+    assert one.split()[1] == "node2" and set(one.split()[2].split(",")) <= {"4", "5", "6", "7"}
+    both = sorted(line.split()[1] for line in lines("both"))
+    assert both == ["node1", "node2"]

@@ -48,6 +48,7 @@ from ilucid.backends.slurm_parse import (
     SlurmJob,
     check_command,
     check_name,
+    expand_hostlist,
     logical_cluster,
     parse_jobs,
     parse_nodes,
@@ -233,7 +234,7 @@ class SlurmBackend:
 
     def _parts(self, job: SlurmJob) -> tuple[tuple[str, int], ...]:
         """Where a running job is, as the core's logical nodes (empty if unknown)."""
-        names = [n for n in job.nodes.split(",") if n]
+        names = expand_hostlist(job.nodes)
         if not job.gres or len(names) != len(job.gres):
             return ()
         logical = {where: name for name, where in self.where.items()}

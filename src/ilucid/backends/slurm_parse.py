@@ -22,6 +22,7 @@ __all__ = [
     "SlurmNode",
     "check_command",
     "check_name",
+    "expand_hostlist",
     "gpu_indices",
     "logical_cluster",
     "parse_gres",
@@ -103,13 +104,14 @@ def parse_gres(text: str) -> list[GresItem]:
     return items
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside parentheses (``IDX:0,2-3`` holds commas)."""
+def _split_top(text: str, brackets: str = "()") -> list[str]:
+    """Split on commas outside brackets (``IDX:0,2-3`` and ``node[1,3]`` hold commas)."""
+    opening, closing = brackets[0], brackets[1]
     parts, depth, current = [], 0, ""
     for char in text:
-        if char == "(":
+        if char == opening:
             depth += 1
-        elif char == ")":
+        elif char == closing:
             depth -= 1
         if char == "," and depth == 0:
             parts.append(current)
@@ -128,6 +130,24 @@ def _expand(ranges: str) -> tuple[int, ...]:
         if first.isdigit():
             out.extend(range(int(first), int(last or first) + 1))
     return tuple(out)
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Slurm's compressed host list: ``node[1-3,5],gpu07`` -> node1, node2, node3, node5,
+    gpu07 (zero padding kept: ``n[08-10]`` -> n08, n09, n10)."""
+    names: list[str] = []
+    for part in _split_top(hostlist, "[]"):
+        match = re.match(r"^(?P<head>[^\[]*)\[(?P<ranges>[^\]]+)\](?P<tail>.*)$", part)
+        if match is None:
+            if part:
+                names.append(part)
+            continue
+        for piece in match["ranges"].split(","):
+            first, _, last = piece.partition("-")
+            width = len(first)
+            for number in range(int(first), int(last or first) + 1):
+                names.append(f"{match['head']}{number:0{width}d}{match['tail']}")
+    return names
 
 
 def gpu_indices(gres_detail: Sequence[str]) -> tuple[tuple[str | None, tuple[int, ...]], ...]:
