@@ -299,22 +299,7 @@ class SlurmBackend:
             args.append(f"--gres=gpu:{gpus}")  # what Slurm's queue shows while it is held
         args += [str(self.script), str(folder / "exit"), *command]
         slurm_id = int(self._run(*args).strip().split(";")[0])
-        self._jobs.setdefault(job_id, []).append(
-            SlurmJob(
-                slurm_id,
-                self.prefix + job_id,
-                "PENDING",
-                "JobHeldUser",
-                "",
-                "",
-                (),
-                "",
-                "",
-                "",
-                0,
-                0,
-            )
-        )
+        self._jobs.setdefault(job_id, []).append(_queued(slurm_id, self.prefix + job_id))
 
     def start(
         self,
@@ -347,9 +332,7 @@ class SlurmBackend:
         self._run(*update, *settings)
         self._run("scontrol", "release", slurm_id)
         self._requeued_at.pop(job_id, None)
-        self._jobs[job_id] = [
-            SlurmJob(job.job_id, job.name, "PENDING", "None", "", "", (), "", "", "", 0, 0)
-        ]
+        self._jobs[job_id] = [_queued(job.job_id, job.name, reason="None")]
         return None  # the GPUs are known once Slurm runs it (next pass)
 
     def _placement_settings(
@@ -407,22 +390,7 @@ class SlurmBackend:
             f"Comment={self.opt_in_tag}:{job_id}:gpus={foreign.gpus}:class={foreign.job_class}",
         )
         self._foreign = [f for f in self._foreign if f.key != foreign.key]
-        self._jobs[job_id] = [
-            SlurmJob(
-                int(foreign.key),
-                self.prefix + job_id,
-                "PENDING",
-                "JobHeldUser",
-                "",
-                "",
-                (),
-                "",
-                "",
-                "",
-                0,
-                0,
-            )
-        ]
+        self._jobs[job_id] = [_queued(int(foreign.key), self.prefix + job_id)]
 
     def release_all_held(self) -> list[int]:
         """Fail-open: give every held ilucid job back to Slurm's own scheduler."""
@@ -450,6 +418,12 @@ class SlurmBackend:
         """The service recorded how the job ended: its exit file may go."""
         (self.root / job_id / "exit").unlink(missing_ok=True)
         self._stopping.discard(job_id)
+
+
+def _queued(slurm_id: int, name: str, reason: str = "JobHeldUser") -> SlurmJob:
+    """What ilucid knows of a job it just submitted, claimed or released, until the next
+    ``squeue`` says more."""
+    return SlurmJob(slurm_id, name, "PENDING", reason, "", "", (), "", "", "", 0, 0)
 
 
 def _gpus_of(tres_per_node: str) -> int:
