@@ -55,6 +55,25 @@ def test_inference_preempts_the_job_that_loses_least_work() -> None:
     assert "20% reserve for training kept" in story
 
 
+def test_inference_takes_a_free_gpu_elsewhere_before_preempting_next_to_services() -> None:
+    # 2 nodes x 2 GPUs. s(0, 1g, service) starts node0's serving pool. a(1, 2g, 100 s)
+    # takes main node1; t(2, 1g) finds main full and falls back to node0, next to s.
+    # a ends at 101: node1 is free. j(150, 1g, service): node0 (serving) is full, with
+    # training t there; node1 has free GPUs. j starts on node1 at once and t is not
+    # preempted: no training work is lost while a GPU is free anywhere.
+    jobs = [
+        serving("s", 0, 1, 1000),
+        training("a", 1, 2, 100),
+        training("t", 2, 1, 1000),
+        serving("j", 150, 1, 100),
+    ]
+    result = simulate(jobs, Cluster.homogeneous(2, 2), make_policy("tiered"))
+    runs = {r.id: (r.first_start, r.end, r.preemptions) for r in result.records}
+    assert runs["j"] == (150, 250, 0)
+    assert runs["t"] == (2, 1002, 0)
+    assert runs["a"] == (1, 101, 0)
+
+
 def test_inference_never_takes_the_training_reserve() -> None:
     # 1 node x 10 GPUs, reserve 20%: inference may hold at most 8 GPUs.
     # t(0, 10g) runs; i1(10, 6g, 100 s) preempts it (6 <= 8). i2(20, 4g, 50 s) would

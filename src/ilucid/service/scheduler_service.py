@@ -179,11 +179,7 @@ class SchedulerService:
                 ended = observed is not None and observed.state is ProcessState.EXITED
                 if row.state == RUNNING and (alive or ended):
                     assert observed is not None
-                    self.scheduler.submit(_spec(row), row.submit_time)
-                    parts: tuple[tuple[int, int], ...] = ((0, row.gpus),)
-                    if observed.parts and all(name in node_index for name, _ in observed.parts):
-                        parts = tuple((node_index[name], n) for name, n in observed.parts)
-                    self.scheduler.adopt(row.id, Placement(parts), now)
+                    self._adopt(row, observed.parts, node_index, now)
                     if not row.gpu_indices:  # launched, but the crash beat the record
                         row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
                     continue
@@ -195,6 +191,48 @@ class SchedulerService:
                     row.gpu_indices = ""
                 self.scheduler.submit(_spec(row), row.submit_time)
             session.commit()
+
+    def _adopt(
+        self,
+        row: JobRow,
+        parts: Sequence[tuple[str, int]],
+        node_index: dict[str, int],
+        now: float,
+    ) -> None:
+        """Account a job found running after a restart where the backend says it runs.
+
+        When the backend cannot say (Slurm right after its controller restarted reports
+        GPUs without their type), or what it says no longer fits the core's books, the
+        job is accounted wherever the placer finds room; with no room left it stays out
+        of the core's books: it runs on, is never started again, and its end is recorded.
+        A restart never crashes on this and never runs a job twice.
+        """
+        self.scheduler.submit(_spec(row), row.submit_time)
+        candidates: list[Placement] = []
+        if parts and all(name in node_index for name, _ in parts):
+            candidates.append(Placement(tuple((node_index[name], n) for name, n in parts)))
+        guess = self.scheduler.placer.place(self.scheduler.jobs[row.id].spec, self.scheduler.free)
+        if guess is not None:
+            candidates.append(guess)
+        candidates.append(Placement(((0, row.gpus),)))
+        for placement in candidates:
+            try:
+                self.scheduler.adopt(row.id, placement, now)
+                return
+            except ValueError:
+                continue
+        self.scheduler.withdraw(row.id, now)
+        print(
+            f"ilucid serve: {row.id} runs but no GPUs are left to account it on; it keeps"
+            " running and its end is recorded",
+            flush=True,
+        )
+
+    def _finish_in_core(self, job_id: str, now: float) -> None:
+        """Tell the core a job ended (a job adopted outside its books has nothing to free)."""
+        state = self.scheduler.jobs.get(job_id)
+        if state is not None and state.status is JobStatus.RUNNING:
+            self.scheduler.finish(job_id, now)
 
     # -- requests ----------------------------------------------------------------------
     def submit(self, request: JobRequest) -> str:
@@ -366,7 +404,7 @@ class SchedulerService:
             if why == "cancelled" and row is not None and row.state == RUNNING:
                 row.exit_code = observed.exit_code if observed is not None else None
                 row.end_time = now
-                self.scheduler.finish(job_id, now)
+                self._finish_in_core(job_id, now)
                 self._transition(session, row, CANCELLED, "cancelled by its owner")
         running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
         for row in running:
@@ -377,7 +415,10 @@ class SchedulerService:
             if state in (ProcessState.RUNNING, ProcessState.STOPPING):
                 continue
             if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
-                self.scheduler.requeue(row.id, now)
+                if row.id in self.scheduler.jobs:
+                    self.scheduler.requeue(row.id, now)
+                else:  # adopted outside the core's books: it queues afresh
+                    self.scheduler.submit(_spec(row), row.submit_time)
                 row.gpu_indices = ""
                 row.preemptions += 1
                 self._transition(session, row, PENDING, "its process vanished without an exit")
@@ -394,7 +435,7 @@ class SchedulerService:
                     f"exited with code {code}",
                 )
             )
-            self.scheduler.finish(row.id, now)
+            self._finish_in_core(row.id, now)
             self._transition(session, row, final, why)
             self._forget(row.id)
 
@@ -581,7 +622,7 @@ class SchedulerService:
             if session is not None:
                 now = self.clock()
                 row.end_time = now
-                self.scheduler.finish(row.id, now)
+                self._finish_in_core(row.id, now)
                 self._transition(session, row, FAILED, f"could not be launched: {exc}")
             return
         if gpus is not None:
