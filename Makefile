@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: serve demo test check lint typecheck imports bench bench-policies bench-mixed bench-placement clean
+.PHONY: serve demo test check lint typecheck imports bench bench-policies bench-mixed bench-mixed-robustness bench-placement clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ bench-policies: $(STAMP)
 ## bench-mixed: issue #4's table: tiered vs static partitioning vs FIFO with inference
 bench-mixed: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed.py
+
+## bench-mixed-robustness: issue #4: tiered vs static with every training job d s longer
+bench-mixed-robustness: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed_robustness.py
 
 ## bench-placement: issue #5: fragmentation table, hybrid cost/wait, per-type speeds
 bench-placement: $(STAMP)

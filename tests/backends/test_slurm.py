@@ -173,14 +173,20 @@ def test_ten_jobs_run_in_ilucids_order_on_its_gpus_and_inference_requeues_traini
     server: Server, slurm_cluster: SlurmCluster
 ) -> None:
     sizes = (4, 2, 2, 1, 3, 4, 2, 1, 1)
-    training = [submit_job(server, gpus, seconds=6) for gpus in sizes]
+    # long enough that all 8 GPUs are still busy when the inference job comes, even on
+    # a loaded machine: only then must it preempt (a free GPU anywhere is taken first)
+    training = [submit_job(server, gpus, seconds=20) for gpus in sizes]
     # while most wait, ilucid's explanation carries Slurm's own reason
     time.sleep(1.0)
-    shown = [run_ilucid("explain", j, env=server.env).stdout for j in reversed(training)]
-    assert any("Slurm: JobHeldUser (held until ilucid releases it)" in s for s in shown), shown
+    shown = []
+    for job_id in reversed(training):
+        shown.append(run_ilucid("explain", job_id, env=server.env).stdout)
+        if "Slurm: JobHeldUser (held until ilucid releases it)" in shown[-1]:
+            break
+    assert "Slurm: JobHeldUser (held until ilucid releases it)" in shown[-1], shown
     inference = submit_job(server, 1, seconds=1, job_class="inference")
 
-    final = server.wait_all(10)
+    final = server.wait_all(10, timeout=400)
     assert set(final.values()) == {"succeeded"}, final
 
     engine = make_engine(f"sqlite:///{server.data / 'ilucid.db'}")
