@@ -1,14 +1,16 @@
 """Is "tiered beats a static partition on training JCT" robust, or an accident of one run?
 
-Issue #4's scenario (a) on ITP cluster04 + Alibaba DLRM services (10% of the GPUs),
-replayed with every training job made ``d`` seconds longer (d = 0..5): a change far
-below any estimate's error that reshuffles the order of events. For each d it prints
-tiered's and the static partition's (sized to tiered's inference p99) mean training
-JCT and their ratio, then how many of the runs tiered won.
+Issue #4's scenario (a) on ITP cluster04 (or ``--trace philly``) + Alibaba DLRM
+services (10% of the GPUs), replayed with every training job made ``d`` seconds
+longer (d = 0..5 by default): a change far below any estimate's error that
+reshuffles the order of events. For each d it prints tiered's and the static
+partition's (sized to tiered's inference p99) mean training JCT and their ratio,
+then how many of the runs tiered won.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 
@@ -28,17 +30,21 @@ from ilucid.traces import (
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trace", default="itp-04", help="training trace (itp-04)")
+    parser.add_argument("--shifts", default="0,1,2,3,4,5", help="seconds added, comma-separated")
+    args = parser.parse_args()
     if trace_dir() is None:
         print("bench/mixed_robustness.py needs ILUCID_TRACE_DIR", file=sys.stderr)
         return 2
-    trace = load_trace("itp-04")
+    trace = load_trace(args.trace)
     # sized as `ilucid mixed` sizes it (bench/mixed.py): 73 x 8 GPUs for itp-04
     cluster = trace.cluster or cluster_for_load(list(trace.jobs), DEFAULT_LOAD)
     instances = load_inference("alibaba-dlrm")
     config = SchedulerConfig(RestoreOverhead(), checkpoint_s=DEFAULT_CHECKPOINT_S)
     print("d s   tiered JCT s   static JCT s   static nodes   ratio   inf p99 s")
     wins = 0
-    shifts = range(6)
+    shifts = [int(d) for d in args.shifts.split(",")]
     for shift in shifts:
         training = [
             dataclasses.replace(j, duration=j.duration + shift)
