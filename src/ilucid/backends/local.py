@@ -119,7 +119,6 @@ class LocalBackend:
             self._ranges[name] = range(first, first + size)
             first += size
         self.cluster = Cluster(tuple(nodes))
-        self.node = nodes[0]
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
 

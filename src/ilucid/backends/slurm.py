@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -134,8 +133,6 @@ class SlurmBackend:
 
     # -- commands ----------------------------------------------------------------------
     def _run(self, *args: str) -> str:
-        if shutil.which(args[0], path=self.env.get("PATH")) is None:
-            raise SlurmError(f"{args[0]} is not installed (Slurm's client commands)")
         try:
             done = subprocess.run(
                 list(args),
@@ -145,6 +142,8 @@ class SlurmBackend:
                 timeout=self.timeout_s,
                 check=False,
             )
+        except FileNotFoundError:
+            raise SlurmError(f"{args[0]} is not installed (Slurm's client commands)") from None
         except subprocess.TimeoutExpired:
             raise SlurmError(f"{' '.join(args[:2])}: no answer in {self.timeout_s:g} s") from None
         if done.returncode != 0:

@@ -114,12 +114,18 @@ class SchedulerService:
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.leading = True  # a replica behind leader election starts as a follower
         self._published_at = 0.0
-        with Session(engine) as session:
-            last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
-        self._last_number = int(last[1:]) if last and last[1:].isdigit() else 0
+        self._last_number = 0
+        self._catch_up_job_numbers()
         self._record_estimators(packing_source)
         with self.lock:
             self._rebuild(backend.observe())
+
+    def _catch_up_job_numbers(self) -> None:
+        """Job ids continue from the newest in the database (shared with other replicas)."""
+        with Session(self.engine) as session:
+            last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
+        if last and last[1:].isdigit():
+            self._last_number = max(self._last_number, int(last[1:]))
 
     def _record_estimators(self, packing_source: str) -> None:
         """Store which estimators this run decides with (a new row only when one changed),
@@ -261,12 +267,7 @@ class SchedulerService:
             try:
                 return self._store(request, job_class)
             except IntegrityError:  # another replica took the id: count on from the database
-                with Session(self.engine) as session:
-                    last = session.scalars(
-                        select(JobRow.id).order_by(JobRow.id.desc()).limit(1)
-                    ).first()
-                if last and last[1:].isdigit():
-                    self._last_number = max(self._last_number, int(last[1:]))
+                self._catch_up_job_numbers()
         raise ServiceError("could not store the job (job ids kept colliding); try again")
 
     def _store(self, request: JobRequest, job_class: JobClass) -> str:
@@ -735,13 +736,7 @@ class SchedulerService:
         leading = gate()
         if leading and not self.leading:
             with self.lock:
-                with Session(self.engine) as session:
-                    last = session.scalars(
-                        select(JobRow.id).order_by(JobRow.id.desc()).limit(1)
-                    ).first()
-                self._last_number = max(
-                    self._last_number, int(last[1:]) if last and last[1:].isdigit() else 0
-                )
+                self._catch_up_job_numbers()
                 self._rebuild(self.backend.observe())
         self.leading = leading
         return leading
