@@ -150,16 +150,22 @@ def test_weighted_fair_share_splits_idle_gpus() -> None:
     assert policy.quotas.used == {"a": 4, "b": 2}
 
 
-def test_a_starving_job_gets_nodes_drained_while_others_keep_working() -> None:
+def test_a_starving_job_gets_nodes_drained_and_backfilled_with_short_jobs() -> None:
     # 2 nodes x 4 GPUs, starvation after 100 s. Keys (estimated GPU-s): a, b 3,000 <
     # big 4,000. a(0, 3g, 1000) -> node0 (best fit, lowest index); b(0, 3g, 1000) ->
     # node1; big(0, 4g, 1000) waits. At the first pass after t=100 (x0's arrival),
-    # node0 (1 free GPU, tie broken by index) is drained for big.
-    # x0..x2 (1g, 50 s) arrive at 200..202 and run one after another on node1's free
-    # GPU (200, 250, 300), never on node0. a ends at 1000: big starts on node0.
+    # node0 (1 free GPU, tie broken by index) is drained for big; it is expected to
+    # empty when a's estimate runs out, at 1000.
+    # x0 (1g, 50 s) at 200 takes node1's free GPU. x1 (1g, 50 s) at 201 finds no other
+    # free GPU; it would end by 251 <= 1000, so it is backfilled on node0's idle GPU.
+    # x2 (1g, 50 s) at 202 waits: node0's GPU is taken. long (1g, 2,000 s) at 203
+    # would end after 1000, so it is never backfilled, even when node0's GPU frees
+    # at 251. x0 ends at 250: x2 (key 50 < 2,000) starts on node1; x2 ends at 300:
+    # long starts on node1. a ends at 1000: big starts on node0 on time.
     policy = TieredPolicy(TierConfig(starve_after_s=100.0))
     jobs = [training("a", 0, 3, 1000), training("b", 0, 3, 1000), training("big", 0, 4, 1000)]
     jobs += [training(f"x{k}", 200 + k, 1, 50) for k in range(3)]
+    jobs.append(training("long", 203, 1, 2000))
     nodes: dict[str, tuple[int, ...]] = {}
 
     def observe(t: float, event: str, job_id: str, placement: object) -> None:
@@ -168,11 +174,33 @@ def test_a_starving_job_gets_nodes_drained_while_others_keep_working() -> None:
 
     result = simulate(jobs, Cluster.homogeneous(2, 4), policy, observer=observe, explain="big")
     rec = {r.id: r for r in result.records}
-    assert [rec[f"x{k}"].first_start for k in range(3)] == [200, 250, 300]
-    assert all(nodes[f"x{k}"] == (1,) for k in range(3))
-    assert (rec["big"].first_start, nodes["big"]) == (1000, (0,))
+    starts = {j: (rec[j].first_start, nodes[j]) for j in ("x0", "x1", "x2", "long", "big")}
+    assert starts == {
+        "x0": (200, (1,)),
+        "x1": (201, (0,)),
+        "x2": (250, (1,)),
+        "long": (300, (1,)),
+        "big": (1000, (0,)),
+    }
     waits = " | ".join(result.waits)
     assert "node(s) node0 take no new training job until it fits there" in waits
+
+
+def test_a_backfilled_job_says_whose_drained_nodes_it_uses() -> None:
+    policy = TieredPolicy(TierConfig(starve_after_s=100.0))
+    scheduler = Scheduler(Cluster.homogeneous(2, 4), policy)
+    for job in (training("a", 0, 3, 1000), training("b", 0, 3, 1000)):
+        scheduler.submit(job, 0)
+    scheduler.submit(training("big", 0, 4, 1000), 0)
+    scheduler.schedule(0)
+    scheduler.submit(training("x0", 200, 1, 50), 200)
+    scheduler.submit(training("x1", 200, 1, 50), 200)
+    decisions = {d.job_id: d.explain() for d in scheduler.schedule(200)}
+    assert decisions["x0"] == "start x0: fair share: tenant default has the lowest usage"
+    assert decisions["x1"] == (
+        "start x1: backfilled on nodes drained for job big: expected to end by t=1000,"
+        " before they are expected to be empty"
+    )
 
 
 def test_static_partition_keeps_classes_apart() -> None:

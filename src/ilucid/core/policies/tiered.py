@@ -17,6 +17,9 @@ what it did or why a job waits:
    oldest job has waited ``starve_after_s``, the nodes with the most free GPUs
    that can hold it are drained for it: they take no new training job until
    it starts there, while every other node keeps working (no job waits forever).
+   Their idle GPUs are backfilled with jobs expected to end before those nodes
+   are expected to empty (EASY backfilling on the duration estimates), so a
+   drain delays the starving job only by the backfilled jobs' estimate error.
 
 With ``static_inference_nodes`` the policy becomes the static-partitioning
 baseline: inference runs only on a fixed pool of nodes, training only on the
@@ -51,6 +54,16 @@ RESERVED_POOL = "reserved"
 SERVING_POOL = "serving"
 
 _Entry = tuple[int, float, int]  # (tier rank, aged GPU-seconds key, seq)
+
+
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    """Nodes drained for a starving job, and when they were expected to empty."""
+
+    seq: int
+    nodes: tuple[int, ...]
+    #: the promise backfilled jobs must keep: their estimated end is no later
+    until: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +106,7 @@ class TieredPolicy:
         self._oldest: list[tuple[float, int]] = []  # (submit, seq) of pending training
         self._why: dict[int, Reason] = {}
         self._pools_set = False
-        self._reserved: tuple[int, tuple[int, ...]] | None = None  # (seq, nodes) drained for it
+        self._reserved: _Drain | None = None
         self._inference_on: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements
         self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
@@ -370,7 +383,7 @@ class TieredPolicy:
         job (whose wait restarts at its preemption) cannot steal them.
         """
         if self._reserved is not None:
-            held = self._jobs.get(self._reserved[0])
+            held = self._jobs.get(self._reserved.seq)
             if held is not None and held.status is JobStatus.PENDING:
                 return held
         oldest = self._oldest
@@ -395,7 +408,7 @@ class TieredPolicy:
         """
         free = step.free
         starving = self._starving(step.now)
-        if self._reserved is not None and (starving is None or self._reserved[0] != starving.seq):
+        if self._reserved is not None and (starving is None or self._reserved.seq != starving.seq):
             self._release(step)
         if starving is None:
             return
@@ -403,13 +416,13 @@ class TieredPolicy:
         if self._reserved is None:
             if self._start_training(step, starving, f"waited over {hours:g} h; first in line"):
                 return
-            nodes = self._nodes_to_drain(starving, step)
-            if nodes is None:
+            drain = self._nodes_to_drain(starving, step)
+            if drain is None:
                 return
-            for index in nodes:
+            for index in drain.nodes:
                 free.set_pool(index, RESERVED_POOL)
-            self._reserved = (starving.seq, nodes)
-        names = ", ".join(free.cluster.nodes[i].name for i in self._reserved[1])
+            self._reserved = drain
+        names = ", ".join(free.cluster.nodes[i].name for i in self._reserved.nodes)
         why = f"waited over {hours:g} h; started on the nodes drained for it ({names})"
         if step.try_start(starving, why, RESERVED_POOL):
             self._release(step)
@@ -420,7 +433,7 @@ class TieredPolicy:
                 " it fits there",
             )
 
-    def _nodes_to_drain(self, job: JobState, step: SchedulingPass) -> tuple[int, ...] | None:
+    def _nodes_to_drain(self, job: JobState, step: SchedulingPass) -> _Drain | None:
         """Main-pool nodes expected to empty soonest that together can hold the job.
 
         A node empties when its last running job is expected to end (duration
@@ -453,14 +466,34 @@ class TieredPolicy:
             chosen.append(index)
             capacity += free.capacity[index]
             if capacity >= job.spec.num_gpus:
-                return tuple(chosen)
+                until = max(empty_at.get(i, now) for i in chosen)
+                return _Drain(job.seq, tuple(chosen), until)
         return None
 
     def _release(self, step: SchedulingPass) -> None:
         assert self._reserved is not None
-        for index in self._reserved[1]:
+        for index in self._reserved.nodes:
             step.free.set_pool(index, MAIN_POOL)
         self._reserved = None
+
+    def _backfill_until(self, job: JobState, now: float) -> float | None:
+        """When the drained nodes' promise ends, if ``job`` is expected to end by then."""
+        drain = self._reserved
+        if drain is None or drain.seq == job.seq:
+            return None
+        ran = job.attained_at(now) / max(1, job.spec.num_gpus)
+        if now + expected_remaining(job.spec.expected_duration, ran) > drain.until:
+            return None
+        return drain.until
+
+    def _backfill(self, step: SchedulingPass, job: JobState, until: float) -> bool:
+        assert self._reserved is not None
+        starving = self._jobs[self._reserved.seq].spec.id
+        why = (
+            f"backfilled on nodes drained for job {starving}: expected to end by"
+            f" t={until:.0f}, before they are expected to be empty"
+        )
+        return step.try_start(job, why, RESERVED_POOL)
 
     def _fill(self, step: SchedulingPass) -> None:
         free = step.free
@@ -469,11 +502,21 @@ class TieredPolicy:
         cursor = dict.fromkeys(self._pending, 0)
         turn = [(book.share(t), t) for t, entries in self._pending.items() if entries]
         heapq.heapify(turn)
-        smallest_failure: dict[tuple[str | None, float | None], int] = {}
+        never = 1 << 30
+        # fewest GPUs of a shape that found no room: larger jobs of that shape are
+        # skipped (in the main and serving pools, and among the drained nodes)
+        failed: dict[tuple[str | None, float | None], int] = {}
+        failed_backfill: dict[tuple[str | None, float | None], int] = {}
         looked = 0  # entries passed over (did not fit, refused, skipped): bounds the cost
         depth = self.config.scan_depth
         pools = free.pool_free
-        while turn and pools.get(MAIN_POOL, 0) + pools.get(SERVING_POOL, 0) > 0 and looked < depth:
+        now = step.now
+
+        def room() -> bool:
+            left = pools.get(MAIN_POOL, 0) + pools.get(SERVING_POOL, 0)
+            return left > 0 or (self._reserved is not None and pools.get(RESERVED_POOL, 0) > 0)
+
+        while turn and room() and looked < depth:
             _, tenant = heapq.heappop(turn)
             entries = self._pending[tenant]
             index = cursor[tenant]
@@ -481,24 +524,34 @@ class TieredPolicy:
                 looked += 1
                 job = self._jobs[entries[index][2]]
                 shape = (job.spec.gpu_type, job.spec.gpu_memory_gb)
-                if job.spec.num_gpus < smallest_failure.get(shape, 1 << 30):
+                gpus = job.spec.num_gpus
+                fits_main = gpus < failed.get(shape, never)
+                until = None
+                if gpus < failed_backfill.get(shape, never):
+                    until = self._backfill_until(job, now)
+                if fits_main or until is not None:
                     break
                 index += 1
             else:
                 continue  # this tenant has nothing more that could fit
-            refusal = book.refuse(tenant, job.spec.num_gpus)
+            refusal = book.refuse(tenant, gpus)
+            started = False
+            if refusal is None and fits_main:
+                why = f"fair share: tenant {tenant} has the lowest usage"
+                started = self._start_training(step, job, why)
+                if not started:
+                    failed[shape] = min(failed.get(shape, never), gpus)
+            if refusal is None and not started and until is not None:
+                started = self._backfill(step, job, until)
+                if not started:
+                    failed_backfill[shape] = min(failed_backfill.get(shape, never), gpus)
             if refusal is not None:
                 self._why[job.seq] = refusal
                 cursor[tenant] = index + 1
-            elif self._start_training(
-                step, job, f"fair share: tenant {tenant} has the lowest usage"
-            ):
+            elif started:
                 cursor[tenant] = index  # the started job left the list
                 looked -= 1  # starting a job is progress, not scanning
             else:
                 self._why.pop(job.seq, None)
-                smallest_failure[shape] = min(
-                    smallest_failure.get(shape, 1 << 30), job.spec.num_gpus
-                )
                 cursor[tenant] = index + 1
             heapq.heappush(turn, (book.share(tenant), tenant))
