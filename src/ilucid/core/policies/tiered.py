@@ -14,12 +14,11 @@ what it did or why a job waits:
    and within a tenant to its job with the smallest estimated GPU-seconds,
    less an aging credit for time waited (a preempted job keeps its key). A
    job that does not fit is skipped (up to ``scan_depth`` tries). Once the
-   oldest job has waited ``starve_after_s``, the nodes with the most free GPUs
-   that can hold it are drained for it: they take no new training job until
-   it starts there, while every other node keeps working (no job waits forever).
-   Their idle GPUs are backfilled with jobs expected to end before those nodes
-   are expected to empty (EASY backfilling on the duration estimates), so a
-   drain delays the starving job only by the backfilled jobs' estimate error.
+   oldest job has waited ``starve_after_s``, the nodes expected to empty soonest
+   that can hold it are drained for it (``draining.py``): they take no new
+   training job until it starts there, except jobs expected to end before they
+   empty (EASY backfilling on the duration estimates), while every other node
+   keeps working (no job waits forever).
 
 With ``static_inference_nodes`` the policy becomes the static-partitioning
 baseline: inference runs only on a fixed pool of nodes, training only on the
@@ -35,11 +34,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import Reason
-from ilucid.core.expected_start import expected_remaining
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass, Placement
-from ilucid.core.placement import allowed_types
+from ilucid.core.policies.draining import Drainer
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
@@ -49,21 +47,10 @@ __all__ = ["INFERENCE_POOL", "TierConfig", "TieredPolicy"]
 #: Pool of the static-partitioning baseline's inference nodes.
 INFERENCE_POOL = "inference"
 #: Nodes drained for a job that has waited too long.
-RESERVED_POOL = "reserved"
 #: Nodes hosting inference services (training uses them only as a fallback).
 SERVING_POOL = "serving"
 
 _Entry = tuple[int, float, int]  # (tier rank, aged GPU-seconds key, seq)
-
-
-@dataclass(frozen=True, slots=True)
-class _Drain:
-    """Nodes drained for a starving job, and when they were expected to empty."""
-
-    seq: int
-    nodes: tuple[int, ...]
-    #: the promise backfilled jobs must keep: their estimated end is no later
-    until: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +62,10 @@ class TierConfig:
     #: 1.12M s (1.0), turning a backlog into FIFO; starvation is handled by draining.
     aging: float = 0.0
     starve_after_s: float = 86400.0
+    #: how many of the longest-waiting jobs have nodes drained for them at once. 1 by
+    #: default: on ITP cluster04 + DLRM, 4 raised training mean JCT from ~36k s to ~62k s
+    #: (the drained nodes' idle time outweighs serving large jobs sooner).
+    drain_depth: int = 1
     scan_depth: int = 200
     inference_preempts: bool = True
     #: > 0: static partitioning, the last N nodes serve inference only
@@ -85,6 +76,8 @@ class TierConfig:
             raise ValueError(f"reserve_training must be in [0, 1), got {self.reserve_training}")
         if self.aging < 0 or self.starve_after_s <= 0 or self.scan_depth < 1:
             raise ValueError("aging must be >= 0, starve_after_s > 0 and scan_depth >= 1")
+        if self.drain_depth < 1:
+            raise ValueError(f"drain_depth must be >= 1, got {self.drain_depth}")
         if self.static_inference_nodes < 0:
             raise ValueError("static_inference_nodes must be >= 0")
 
@@ -103,10 +96,10 @@ class TieredPolicy:
         self._key: dict[int, _Entry] = {}
         self._jobs: dict[int, JobState] = {}
         self._running: dict[int, JobState] = {}  # training and best-effort
-        self._oldest: list[tuple[float, int]] = []  # (submit, seq) of pending training
         self._why: dict[int, Reason] = {}
         self._pools_set = False
-        self._reserved: _Drain | None = None
+        config = self.config
+        self.drainer = Drainer(config.starve_after_s, config.drain_depth, config.scan_depth)
         self._inference_on: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements
         self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
@@ -121,11 +114,12 @@ class TieredPolicy:
         entry = self._key.get(job.seq) or self._entry(job)
         self._key[job.seq] = entry
         bisect.insort(self._pending.setdefault(job.spec.tenant, []), entry)
-        heapq.heappush(self._oldest, (job.since, job.seq))  # waiting since (re)queued
+        self.drainer.waiting(job)
 
     def _unqueue(self, job: JobState) -> None:
         entries = self._pending[job.spec.tenant]
         del entries[bisect.bisect_left(entries, self._key[job.seq])]
+        self.drainer.stopped_waiting(job.seq)
 
     def _count_inference(self, job: JobState, sign: int) -> None:
         if sign > 0:
@@ -376,128 +370,22 @@ class TieredPolicy:
                 )
                 assert started, "victims were chosen so that the job fits"
 
-    def _starving(self, now: float) -> JobState | None:
-        """The job that has waited longest without a break, once past ``starve_after_s``.
+    def _refused(self, job: JobState) -> bool:
+        return self.quotas.refuse(job.spec.tenant, job.spec.num_gpus) is not None
 
-        A job being drained for keeps its nodes until it starts, so a preempted
-        job (whose wait restarts at its preemption) cannot steal them.
-        """
-        if self._reserved is not None:
-            held = self._jobs.get(self._reserved.seq)
-            if held is not None and held.status is JobStatus.PENDING:
-                return held
-        oldest = self._oldest
-        while oldest:
-            since, seq = oldest[0]
-            job = self._jobs.get(seq)
-            if job is None or job.status is not JobStatus.PENDING or job.since != since:
-                heapq.heappop(oldest)
-                continue
-            if now - since < self.config.starve_after_s:
-                return None
-            if self.quotas.refuse(job.spec.tenant, job.spec.num_gpus) is not None:
-                return None  # over its tenant's ceiling: waiting for it would idle the cluster
-            return job
-        return None
-
-    def _serve_starving(self, step: SchedulingPass) -> None:
-        """Drain nodes for the oldest job once it has waited ``starve_after_s``.
-
-        Other jobs keep using every other node (no head-of-line blocking); the
-        reserved nodes take no new training job until the starving one starts.
-        """
-        free = step.free
-        starving = self._starving(step.now)
-        if self._reserved is not None and (starving is None or self._reserved.seq != starving.seq):
-            self._release(step)
-        if starving is None:
-            return
-        hours = self.config.starve_after_s / 3600
-        if self._reserved is None:
-            if self._start_training(step, starving, f"waited over {hours:g} h; first in line"):
-                return
-            drain = self._nodes_to_drain(starving, step)
-            if drain is None:
-                return
-            for index in drain.nodes:
-                free.set_pool(index, RESERVED_POOL)
-            self._reserved = drain
-        names = ", ".join(free.cluster.nodes[i].name for i in self._reserved.nodes)
-        why = f"waited over {hours:g} h; started on the nodes drained for it ({names})"
-        if step.try_start(starving, why, RESERVED_POOL):
-            self._release(step)
-        else:
-            self._why[starving.seq] = Reason(
-                "DrainingForStarvingJob",
-                f"waited over {hours:g} h: node(s) {names} take no new training job until"
-                " it fits there",
-            )
-
-    def _nodes_to_drain(self, job: JobState, step: SchedulingPass) -> _Drain | None:
-        """Main-pool nodes expected to empty soonest that together can hold the job.
-
-        A node empties when its last running job is expected to end (duration
-        estimates, never true durations). Choosing by free GPUs instead left
-        drained nodes waiting up to ten days on one long job (ITP cluster04).
-        """
-        free = step.free
-        now = step.now
-        empty_at: dict[int, float] = {}
-        for running in self._running.values():
-            if running.placement is None:
-                continue
-            ran = running.attained_at(now) / max(1, running.spec.num_gpus)
-            end = now + expected_remaining(running.spec.expected_duration, ran)
-            for index in running.placement.node_indices:
-                empty_at[index] = max(empty_at.get(index, now), end)
-        types = allowed_types(job.spec, free.cluster)
-        nodes = free.cluster.nodes
-        candidates = sorted(
-            (
-                i
-                for i, node in enumerate(nodes)
-                if free.pool_of[i] == MAIN_POOL and (types is None or node.gpu_type in types)
-            ),
-            key=lambda i: (empty_at.get(i, now), -free.free[i], i),
-        )
-        chosen: list[int] = []
-        capacity = 0
-        for index in candidates:
-            chosen.append(index)
-            capacity += free.capacity[index]
-            if capacity >= job.spec.num_gpus:
-                until = max(empty_at.get(i, now) for i in chosen)
-                return _Drain(job.seq, tuple(chosen), until)
-        return None
-
-    def _release(self, step: SchedulingPass) -> None:
-        assert self._reserved is not None
-        for index in self._reserved.nodes:
-            step.free.set_pool(index, MAIN_POOL)
-        self._reserved = None
-
-    def _backfill_until(self, job: JobState, now: float) -> float | None:
-        """When the drained nodes' promise ends, if ``job`` is expected to end by then."""
-        drain = self._reserved
-        if drain is None or drain.seq == job.seq:
-            return None
-        ran = job.attained_at(now) / max(1, job.spec.num_gpus)
-        if now + expected_remaining(job.spec.expected_duration, ran) > drain.until:
-            return None
-        return drain.until
-
-    def _backfill(self, step: SchedulingPass, job: JobState, until: float) -> bool:
-        assert self._reserved is not None
-        starving = self._jobs[self._reserved.seq].spec.id
-        why = (
-            f"backfilled on nodes drained for job {starving}: expected to end by"
-            f" t={until:.0f}, before they are expected to be empty"
-        )
-        return step.try_start(job, why, RESERVED_POOL)
+    def _explain(self, job: JobState, reason: Reason) -> None:
+        self._why[job.seq] = reason
 
     def _fill(self, step: SchedulingPass) -> None:
-        free = step.free
-        self._serve_starving(step)
+        drainer = self.drainer
+        drainer.serve(
+            step,
+            self._jobs,
+            self._running.values(),
+            self._refused,
+            self._start_training,
+            self._explain,
+        )
         book = self.quotas
         cursor = dict.fromkeys(self._pending, 0)
         turn = [(book.share(t), t) for t, entries in self._pending.items() if entries]
@@ -509,12 +397,13 @@ class TieredPolicy:
         failed_backfill: dict[tuple[str | None, float | None], int] = {}
         looked = 0  # entries passed over (did not fit, refused, skipped): bounds the cost
         depth = self.config.scan_depth
-        pools = free.pool_free
+        pools = step.free.pool_free
         now = step.now
+        latest = drainer.latest_promise()  # backfilled jobs must end by then
 
         def room() -> bool:
             left = pools.get(MAIN_POOL, 0) + pools.get(SERVING_POOL, 0)
-            return left > 0 or (self._reserved is not None and pools.get(RESERVED_POOL, 0) > 0)
+            return left > 0 or (latest is not None and drainer.free_gpus(step) > 0)
 
         while turn and room() and looked < depth:
             _, tenant = heapq.heappop(turn)
@@ -526,10 +415,9 @@ class TieredPolicy:
                 shape = (job.spec.gpu_type, job.spec.gpu_memory_gb)
                 gpus = job.spec.num_gpus
                 fits_main = gpus < failed.get(shape, never)
-                until = None
-                if gpus < failed_backfill.get(shape, never):
-                    until = self._backfill_until(job, now)
-                if fits_main or until is not None:
+                backfills = gpus < failed_backfill.get(shape, never)
+                backfills = backfills and drainer.can_backfill(job, now, latest)
+                if fits_main or backfills:
                     break
                 index += 1
             else:
@@ -541,8 +429,8 @@ class TieredPolicy:
                 started = self._start_training(step, job, why)
                 if not started:
                     failed[shape] = min(failed.get(shape, never), gpus)
-            if refusal is None and not started and until is not None:
-                started = self._backfill(step, job, until)
+            if refusal is None and not started and backfills:
+                started = drainer.backfill(step, job, self._jobs)
                 if not started:
                     failed_backfill[shape] = min(failed_backfill.get(shape, never), gpus)
             if refusal is not None:
