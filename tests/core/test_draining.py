@@ -1,0 +1,67 @@
+"""Hand-computed cases for draining nodes for starving jobs (core/policies/draining.py).
+
+Notation as in test_tiers.py: ``training(id, submit, GPUs, duration)`` with an
+exact estimate; keys are estimated GPU-seconds, smallest first.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ilucid.core import Cluster, JobSpec
+from ilucid.core.jobs import JobState
+from ilucid.core.policies import TierConfig, TieredPolicy
+from ilucid.core.policies.draining import Drainer
+from ilucid.sim import simulate
+
+
+def training(job_id: str, submit: float, gpus: int, duration: float) -> JobSpec:
+    return JobSpec(job_id, submit, gpus, duration, estimate=duration)
+
+
+def _starts(depth: int) -> dict[str, float]:
+    # 3 nodes x 4 GPUs, starvation after 100 s. a, b, c (3 GPUs; 1,000, 2,000,
+    # 3,000 s) start on node0, node1, node2; big1, big2 (4 GPUs, 5,000 s, keys
+    # 20,000) wait. x0, x1 (1 GPU, 5,000 s) arrive at 200 and 201.
+    # depth 1: at 200 node0 (empty at 1000) is drained for big1; x0 takes node1's
+    # free GPU, x1 node2's. big1 starts at 1000; only then is big2 drained for:
+    # node1 now empties when x0 ends (5200), node2 at 5201 -> big2 at 5200.
+    # depth 2: at 200 node0 is drained for big1 and node1 (empty at 2000) for big2;
+    # x0 takes node2's free GPU; x1 (ends after both promises) is not backfilled
+    # and waits for c to end at 3000. big1 at 1000, big2 at 2000.
+    jobs = [training("a", 0, 3, 1000), training("b", 0, 3, 2000), training("c", 0, 3, 3000)]
+    jobs += [training("big1", 0, 4, 5000), training("big2", 1, 4, 5000)]
+    jobs += [training("x0", 200, 1, 5000), training("x1", 201, 1, 5000)]
+    policy = TieredPolicy(TierConfig(starve_after_s=100.0, drain_depth=depth))
+    result = simulate(jobs, Cluster.homogeneous(3, 4), policy)
+    return {r.id: r.first_start for r in result.records if r.id in ("big1", "big2", "x1")}
+
+
+def test_one_drain_at_a_time_serves_the_second_starving_job_late() -> None:
+    assert _starts(1) == {"big1": 1000, "big2": 5200, "x1": 201}
+
+
+def test_two_drains_at_once_serve_both_starving_jobs_sooner_and_small_jobs_later() -> None:
+    assert _starts(2) == {"big1": 1000, "big2": 2000, "x1": 3000}
+
+
+def test_drain_depth_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="drain_depth must be >= 1"):
+        TierConfig(drain_depth=0)
+
+
+def test_jobs_queued_out_of_order_are_still_served_longest_waiting_first() -> None:
+    # a recovering service queues jobs in id order, not in order of waiting
+    drainer = Drainer(starve_after_s=100.0, depth=2, scan_depth=10)
+    jobs = {
+        seq: JobState(training(f"j{seq}", since, 1, 10), seq)
+        for seq, since in [(0, 50.0), (1, 10.0), (2, 30.0), (3, 500.0)]
+    }
+    for job in jobs.values():
+        drainer.waiting(job)
+    starving = drainer.starving(1000.0, jobs, refused=lambda job: False)
+    assert [j.spec.id for j in starving] == ["j1", "j2"]
+    drainer.stopped_waiting(1)
+    refuse_j2 = drainer.starving(1000.0, jobs, refused=lambda job: job.seq == 2)
+    assert [j.spec.id for j in refuse_j2] == ["j0", "j3"]
+    assert drainer.starving(140.0, jobs, refused=lambda job: False) == [jobs[2]]
