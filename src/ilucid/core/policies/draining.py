@@ -12,7 +12,7 @@ every other large job behind it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from ilucid.core.decision import Reason
@@ -24,8 +24,8 @@ from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DRAINED_POOL_PREFIX", "Drain", "Drainer"]
 
-#: Pools of drained nodes are named ``reserved:<seq of the job drained for>``.
-DRAINED_POOL_PREFIX = "reserved:"
+#: Pools of drained nodes are named ``drained:<id of the job drained for>``.
+DRAINED_POOL_PREFIX = "drained:"
 
 StartElsewhere = Callable[[SchedulingPass, JobState, str], bool]
 
@@ -38,10 +38,7 @@ class Drain:
     nodes: tuple[int, ...]
     #: the promise backfilled jobs must keep: their estimated end is no later
     until: float
-
-    @property
-    def pool(self) -> str:
-        return f"{DRAINED_POOL_PREFIX}{self.seq}"
+    pool: str
 
 
 def _expected_end(job: JobState, now: float) -> float:
@@ -107,7 +104,7 @@ class Drainer:
         self,
         step: SchedulingPass,
         jobs: Mapping[int, JobState],
-        running: Iterable[JobState],
+        running: Collection[JobState],
         refused: Callable[[JobState], bool],
         start_elsewhere: StartElsewhere,
         explain: Callable[[JobState, Reason], None],
@@ -116,7 +113,6 @@ class Drainer:
         for seq in [s for s in self.drains if not self._still_waiting(jobs.get(s))]:
             self.release(step, seq)
         hours = self.starve_after_s / 3600
-        running = list(running)
         for job in self.starving(step.now, jobs, refused):
             drain = self.drains.get(job.seq)
             if drain is None:
@@ -147,7 +143,7 @@ class Drainer:
         return job is not None and job.status is JobStatus.PENDING
 
     def _drain_for(
-        self, job: JobState, step: SchedulingPass, running: list[JobState]
+        self, job: JobState, step: SchedulingPass, running: Collection[JobState]
     ) -> Drain | None:
         """Main-pool nodes expected to empty soonest that together can hold the job.
 
@@ -181,7 +177,8 @@ class Drainer:
             capacity += free.capacity[index]
             if capacity >= job.spec.num_gpus:
                 until = max(empty_at.get(i, now) for i in chosen)
-                return Drain(job.seq, tuple(chosen), until)
+                pool = f"{DRAINED_POOL_PREFIX}{job.spec.id}"
+                return Drain(job.seq, tuple(chosen), until, pool)
         return None
 
     def release(self, step: SchedulingPass, seq: int) -> None:
