@@ -295,3 +295,22 @@ def test_projected_starts_are_the_earliest_feasible_in_order(
         expected = next(t for t in candidates if fits(t, gpus, duration))
         assert starts[job_id] == expected
         busy.append((expected, expected + duration, gpus))
+
+
+def test_a_small_job_behind_many_large_ones_still_gets_the_idle_gpus() -> None:
+    # 1 node x 8 GPUs, scan_depth 2. r(0, 6g, 1000) runs; 2 GPUs stay free. Five 4-GPU
+    # jobs (100 s, keys 400) sort before s(2g, 1000 s, key 2,000), and none fits. Only
+    # the 4-GPU bucket's head is tried, so s starts at once instead of waiting behind
+    # more large jobs than a pass looks at.
+    policy = TieredPolicy(TierConfig(scan_depth=2))
+    scheduler = Scheduler(Cluster.homogeneous(1, 8), policy)
+    scheduler.submit(training("r", 0, 6, 1000), 0)
+    scheduler.schedule(0)
+    for k in range(5):
+        scheduler.submit(training(f"b{k}", 1, 4, 100), 1)
+    scheduler.submit(training("s", 1, 2, 1000), 1)
+    started = [d.job_id for d in scheduler.schedule(1) if d.action.value == "start"]
+    assert started == ["s"]
+    positions = [policy.queue_position(scheduler.jobs[f"b{k}"], 1) for k in range(5)]
+    assert positions == [1, 2, 3, 4, 5]
+    assert policy.queue_position(scheduler.jobs["s"], 1) is None

@@ -13,7 +13,8 @@ what it did or why a job waits:
 3. *Fair fill*: idle GPUs go to the tenant with the lowest usage per weight,
    and within a tenant to its job with the smallest estimated GPU-seconds,
    less an aging credit for time waited (a preempted job keeps its key). A
-   job that does not fit is skipped (up to ``scan_depth`` tries). Once the
+   job that does not fit is skipped, and with it every job of its shape at
+   least as large (``tenant_queue.py``), however long the queue. Once the
    oldest job has waited ``starve_after_s``, the nodes expected to empty soonest
    that can hold it are drained for it (``draining.py``): they take no new
    training job until it starts there, except jobs expected to end before they
@@ -27,8 +28,8 @@ rest, and nothing is ever preempted.
 
 from __future__ import annotations
 
-import bisect
 import heapq
+import itertools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass, Placement
 from ilucid.core.policies.draining import Drainer
+from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
@@ -49,8 +51,6 @@ INFERENCE_POOL = "inference"
 #: Nodes drained for a job that has waited too long.
 #: Nodes hosting inference services (training uses them only as a fallback).
 SERVING_POOL = "serving"
-
-_Entry = tuple[int, float, int]  # (tier rank, aged GPU-seconds key, seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,7 @@ class TierConfig:
     #: default: on ITP cluster04 + DLRM, 4 raised training mean JCT from ~36k s to ~62k s
     #: (the drained nodes' idle time outweighs serving large jobs sooner).
     drain_depth: int = 1
+    #: pending jobs a guarantee reclaim or the starvation check looks at per tenant
     scan_depth: int = 200
     inference_preempts: bool = True
     #: > 0: static partitioning, the last N nodes serve inference only
@@ -92,8 +93,8 @@ class TieredPolicy:
         self.quotas = QuotaBook(self.config.quotas)
         self._inference: list[JobState] = []  # pending, oldest first
         self._inference_used = 0
-        self._pending: dict[str, list[_Entry]] = {}  # tenant -> sorted entries
-        self._key: dict[int, _Entry] = {}
+        self._pending: dict[str, TenantQueue] = {}
+        self._key: dict[int, Entry] = {}
         self._jobs: dict[int, JobState] = {}
         self._running: dict[int, JobState] = {}  # training and best-effort
         self._why: dict[int, Reason] = {}
@@ -105,7 +106,7 @@ class TieredPolicy:
         self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
 
     # -- bookkeeping -----------------------------------------------------------
-    def _entry(self, job: JobState) -> _Entry:
+    def _entry(self, job: JobState) -> Entry:
         rank = 1 if job.spec.job_class is JobClass.BEST_EFFORT else 0
         gpu_s = job.spec.expected_duration * max(1, job.spec.num_gpus)
         return (rank, gpu_s + self.config.aging * job.spec.submit_time, job.seq)
@@ -113,12 +114,14 @@ class TieredPolicy:
     def _queue(self, job: JobState) -> None:
         entry = self._key.get(job.seq) or self._entry(job)
         self._key[job.seq] = entry
-        bisect.insort(self._pending.setdefault(job.spec.tenant, []), entry)
+        queue = self._pending.get(job.spec.tenant)
+        if queue is None:
+            queue = self._pending[job.spec.tenant] = TenantQueue()
+        queue.add(bucket_of(job.spec), entry)
         self.drainer.waiting(job)
 
     def _unqueue(self, job: JobState) -> None:
-        entries = self._pending[job.spec.tenant]
-        del entries[bisect.bisect_left(entries, self._key[job.seq])]
+        self._pending[job.spec.tenant].remove(bucket_of(job.spec), self._key[job.seq])
         self.drainer.stopped_waiting(job.seq)
 
     def _count_inference(self, job: JobState, sign: int) -> None:
@@ -183,7 +186,7 @@ class TieredPolicy:
     def pending_order(self) -> Iterator[JobState]:
         """Pending jobs in the order a pass considers them (fair share left aside)."""
         yield from list(self._inference)
-        for entry in heapq.merge(*self._pending.values()):
+        for entry in heapq.merge(*(queue.in_order() for queue in self._pending.values())):
             yield self._jobs[entry[2]]
 
     def queue_position(self, job: JobState, now: float) -> int | None:
@@ -192,7 +195,7 @@ class TieredPolicy:
         if job.spec.job_class is JobClass.INFERENCE:
             return 1 + self._inference.index(job)
         key = self._key[job.seq]
-        ahead = sum(bisect.bisect_left(entries, key) for entries in self._pending.values())
+        ahead = sum(queue.ahead_of(key) for queue in self._pending.values())
         return 1 + len(self._inference) + ahead
 
     def _reason(self, job: JobState) -> Reason | None:
@@ -333,11 +336,11 @@ class TieredPolicy:
 
     def _reclaim_guarantees(self, step: SchedulingPass) -> None:
         book = self.quotas
-        for tenant, entries in list(self._pending.items()):
+        for tenant, queue in list(self._pending.items()):
             if book.quota(tenant).guaranteed <= 0:
                 continue
             hopeless = 1 << 30  # no borrower could make room for this many GPUs
-            for entry in list(entries[: self.config.scan_depth]):
+            for entry in list(itertools.islice(queue.in_order(), self.config.scan_depth)):
                 job = self._jobs[entry[2]]
                 if job.spec.num_gpus >= hopeless:
                     continue
@@ -377,6 +380,12 @@ class TieredPolicy:
         self._why[job.seq] = reason
 
     def _fill(self, step: SchedulingPass) -> None:
+        """Hand idle GPUs out by fair share, each tenant's best-keyed job that could fit.
+
+        A bucket (one GPU count of one shape) whose head found no room makes its
+        larger-or-equal siblings of that shape skip the pass, so a pass costs
+        about (jobs started + buckets) tries however long the queue is.
+        """
         drainer = self.drainer
         drainer.serve(
             step,
@@ -387,59 +396,105 @@ class TieredPolicy:
             self._explain,
         )
         book = self.quotas
-        cursor = dict.fromkeys(self._pending, 0)
-        turn = [(book.share(t), t) for t, entries in self._pending.items() if entries]
+        turn = [(book.share(t), t) for t, queue in self._pending.items() if queue.size]
         heapq.heapify(turn)
-        never = 1 << 30
-        # fewest GPUs of a shape that found no room: larger jobs of that shape are
-        # skipped (in the main and serving pools, and among the drained nodes)
-        failed: dict[tuple[str | None, float | None], int] = {}
-        failed_backfill: dict[tuple[str | None, float | None], int] = {}
-        looked = 0  # entries passed over (did not fit, refused, skipped): bounds the cost
-        depth = self.config.scan_depth
         pools = step.free.pool_free
-        now = step.now
         latest = drainer.latest_promise()  # backfilled jobs must end by then
+        scan = _FillScan(latest)
 
         def room() -> bool:
             left = pools.get(MAIN_POOL, 0) + pools.get(SERVING_POOL, 0)
             return left > 0 or (latest is not None and drainer.free_gpus(step) > 0)
 
-        while turn and room() and looked < depth:
+        while turn and room():
             _, tenant = heapq.heappop(turn)
-            entries = self._pending[tenant]
-            index = cursor[tenant]
-            while index < len(entries) and looked < depth:
-                looked += 1
-                job = self._jobs[entries[index][2]]
-                shape = (job.spec.gpu_type, job.spec.gpu_memory_gb)
-                gpus = job.spec.num_gpus
-                fits_main = gpus < failed.get(shape, never)
-                backfills = gpus < failed_backfill.get(shape, never)
-                backfills = backfills and drainer.can_backfill(job, now, latest)
-                if fits_main or backfills:
-                    break
-                index += 1
-            else:
+            pick = self._candidate(tenant, scan, step.now)
+            if pick is None:
                 continue  # this tenant has nothing more that could fit
+            job, bucket, main = pick
+            shape, gpus = bucket[:2], bucket[2]
             refusal = book.refuse(tenant, gpus)
+            if refusal is not None:
+                self._why[job.seq] = refusal
+                scan.refused.add((tenant, bucket))
+                heapq.heappush(turn, (book.share(tenant), tenant))
+                continue
             started = False
-            if refusal is None and fits_main:
+            if main:
                 why = f"fair share: tenant {tenant} has the lowest usage"
                 started = self._start_training(step, job, why)
                 if not started:
-                    failed[shape] = min(failed.get(shape, never), gpus)
-            if refusal is None and not started and backfills:
+                    scan.failed[shape] = min(scan.failed.get(shape, _NEVER), gpus)
+            if (
+                not started
+                and scan.may_backfill(bucket)
+                and drainer.can_backfill(job, step.now, latest)
+            ):
                 started = drainer.backfill(step, job, self._jobs)
                 if not started:
-                    failed_backfill[shape] = min(failed_backfill.get(shape, never), gpus)
-            if refusal is not None:
-                self._why[job.seq] = refusal
-                cursor[tenant] = index + 1
-            elif started:
-                cursor[tenant] = index  # the started job left the list
-                looked -= 1  # starting a job is progress, not scanning
-            else:
+                    scan.failed_backfill[shape] = min(scan.failed_backfill.get(shape, _NEVER), gpus)
+            if not started:  # its bucket is marked above: the pass moves on
                 self._why.pop(job.seq, None)
-                cursor[tenant] = index + 1
             heapq.heappush(turn, (book.share(tenant), tenant))
+
+    def _candidate(
+        self, tenant: str, scan: _FillScan, now: float
+    ) -> tuple[JobState, Bucket, bool] | None:
+        """The tenant's best-keyed job that may still fit: ``(job, bucket, in main)``.
+
+        In main (or serving) pools a bucket's head stands for the bucket. Among
+        drained nodes a job must also end in time; in a bucket, key order is
+        estimated-duration order, so the first few entries are the ones to try.
+        """
+        best: tuple[Entry, Bucket, bool] | None = None
+        for bucket, entries in self._pending[tenant].buckets.items():
+            if (tenant, bucket) in scan.refused:
+                continue
+            if scan.fits_main(bucket):
+                entry, main = entries[0], True
+            elif scan.may_backfill(bucket) and (tenant, bucket) not in scan.no_backfill:
+                found = next(
+                    (
+                        e
+                        for e in entries[:_BACKFILL_LOOK]
+                        if self.drainer.can_backfill(self._jobs[e[2]], now, scan.latest)
+                    ),
+                    None,
+                )
+                if found is None:
+                    scan.no_backfill.add((tenant, bucket))
+                    continue
+                entry, main = found, False
+            else:
+                continue
+            if best is None or entry < best[0]:
+                best = (entry, bucket, main)
+        if best is None:
+            return None
+        return self._jobs[best[0][2]], best[1], best[2]
+
+
+_NEVER = 1 << 30
+#: entries of a bucket looked at for one that ends before the drained nodes' promise
+_BACKFILL_LOOK = 8
+
+
+class _FillScan:
+    """What one fill pass has learnt: which shapes no longer fit, which buckets to skip."""
+
+    __slots__ = ("failed", "failed_backfill", "latest", "no_backfill", "refused")
+
+    def __init__(self, latest: float | None) -> None:
+        self.latest = latest
+        # fewest GPUs of a shape that found no room (in main and serving pools; among
+        # drained nodes): larger jobs of that shape skip the rest of the pass
+        self.failed: dict[tuple[str | None, float | None], int] = {}
+        self.failed_backfill: dict[tuple[str | None, float | None], int] = {}
+        self.refused: set[tuple[str, Bucket]] = set()  # over the tenant's quota
+        self.no_backfill: set[tuple[str, Bucket]] = set()  # nothing there ends in time
+
+    def fits_main(self, bucket: Bucket) -> bool:
+        return bucket[2] < self.failed.get(bucket[:2], _NEVER)
+
+    def may_backfill(self, bucket: Bucket) -> bool:
+        return self.latest is not None and bucket[2] < self.failed_backfill.get(bucket[:2], _NEVER)
