@@ -134,7 +134,7 @@ class Drainer:
                     Reason(
                         "DrainingForStarvingJob",
                         f"waited over {hours:g} h: node(s) {names} take no new training job"
-                        " until it fits there (except jobs expected to end before)",
+                        " until it fits there, except jobs expected to end before they empty",
                     ),
                 )
 
