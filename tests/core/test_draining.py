@@ -65,3 +65,29 @@ def test_jobs_queued_out_of_order_are_still_served_longest_waiting_first() -> No
     refuse_j2 = drainer.starving(1000.0, jobs, refused=lambda job: job.seq == 2)
     assert [j.spec.id for j in refuse_j2] == ["j0", "j3"]
     assert drainer.starving(140.0, jobs, refused=lambda job: False) == [jobs[2]]
+
+
+def test_a_drain_whose_jobs_outrun_their_estimates_promises_again_and_keeps_backfilling() -> None:
+    # 2 nodes x 4 GPUs, starvation after 100 s. a (3 GPUs, estimated 1,000 s, runs
+    # 2,000) -> node0; b (4 GPUs, estimated 1,000 s, runs 5,000; key 4,000 ties big's
+    # and b came first) -> node1; big (4 GPUs) waits. y's arrival at 150 makes a pass:
+    # both nodes are expected to empty at 1,000, node0 has more free GPUs, so it is
+    # drained for big with the promise t=1000; y (ends by 160) is backfilled there.
+    # At 1,100 x (1 GPU, 50 s) arrives: the promise has passed while a still runs.
+    # Renewed: a has run 1,100 s, past its 1,000 s estimate, so it is expected to run as long
+    # again: node0 should empty at 2,200, and x (ends by 1,150) is backfilled at once.
+    # Without renewal x would wait for big (2,000-3,000 s on node0) and start at 3,000.
+    jobs = [
+        JobSpec("a", 0, 3, 2000, estimate=1000),
+        JobSpec("b", 0, 4, 5000, estimate=1000),
+        training("big", 0, 4, 1000),
+        training("y", 150, 1, 10),
+        training("x", 1100, 1, 50),
+    ]
+    policy = TieredPolicy(TierConfig(starve_after_s=100.0))
+    result = simulate(jobs, Cluster.homogeneous(2, 4), policy, explain="big")
+    starts = {r.id: r.first_start for r in result.records}
+    assert (starts["y"], starts["x"], starts["big"]) == (150, 1100, 2000)
+    waits = " | ".join(result.waits)
+    assert "except jobs expected to end by t=1000, when they are expected to be empty" in waits
+    assert "except jobs expected to end by t=2200, when they are expected to be empty" in waits
