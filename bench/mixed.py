@@ -36,6 +36,7 @@ def main() -> int:
             inference=inference,
             share=0.10,
             reserve=0.2,
+            preemption_limit=None,
             target_p99=60.0,
             checkpoint=DEFAULT_CHECKPOINT_S,
             limit=None,

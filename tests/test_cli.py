@@ -327,6 +327,15 @@ def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:
     assert "--share must be in (0, 1)" in result.stderr
 
 
+def test_mixed_passes_the_preemption_limit_to_tiered(tmp_path: Path) -> None:
+    training = write_trace(tmp_path / "train.csv", ["a,0,1,10"])
+    result = run_cli(
+        "mixed", "--trace", str(training), "--inference", "none", "--preemption-limit", "-1"
+    )
+    assert result.returncode == 2
+    assert "preemption_limit must be >= 0, got -1" in result.stderr
+
+
 def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
     trace = write_trace(
         tmp_path / "t.csv", [f"j{k},{30 * k},{1 + k % 8},{3000 + 200 * (k % 7)}" for k in range(80)]

@@ -76,6 +76,12 @@ def add_mixed_command(sub: Any) -> None:
         default=0.2,
         help="share of GPUs inference may never take from training (0.2)",
     )
+    mixed.add_argument(
+        "--preemption-limit",
+        type=int,
+        default=None,
+        help="spare training jobs already preempted this many times (default: no limit)",
+    )
     mixed.add_argument("--limit", type=int, default=None, help="first N training jobs only")
     mixed.add_argument(
         "--load",
@@ -153,7 +159,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
         cluster,
         config,
         target_p99_s=args.target_p99,
-        tiers=TierConfig(reserve_training=args.reserve),
+        tiers=TierConfig(reserve_training=args.reserve, preemption_limit=args.preemption_limit),
         on_step=lambda text: print(f"[{time.perf_counter() - start:5.0f} s] running {text}"),
     )
     baseline = runs[-1].summary["avg_jct_training"]

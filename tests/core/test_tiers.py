@@ -5,6 +5,7 @@ Notation as in test_policies_hand.py; restore overhead is 40 s (<= 8 GPUs).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,37 @@ def test_inference_takes_a_free_gpu_elsewhere_before_preempting_next_to_services
     assert runs["j"] == (150, 250, 0)
     assert runs["t"] == (2, 1002, 0)
     assert runs["a"] == (1, 101, 0)
+
+
+def _spared_runs(limit: int | None) -> tuple[dict[str, tuple[float, float, int]], str]:
+    # 1 node x 2 GPUs. a(0, 2g, 1000 s, checkpoints every 100 s) runs. i1(250, 1g,
+    # 100 s) preempts it (a loses 50 s); i1 runs 250..350. a restarts at 350 with
+    # 1000 - 250 + 50 + 40 = 840 s left -> ends 1190 if left alone. i2(400, 1g, 100 s)
+    # finds no free GPU: with a limit of 1 preemption, a is spared and i2 waits for
+    # it (1190..1290); without a limit a is preempted a second time at 400.
+    jobs = [
+        training("a", 0, 2, 1000, checkpoint_s=100),
+        serving("i1", 250, 1, 100),
+        serving("i2", 400, 1, 100),
+    ]
+    policy = TieredPolicy(TierConfig(preemption_limit=limit))
+    result = simulate(jobs, Cluster.homogeneous(1, 2), policy, explain="i2")
+    runs = {r.id: (r.first_start, r.end, r.preemptions) for r in result.records}
+    return runs, " | ".join(result.waits)
+
+
+def test_a_job_preempted_up_to_the_limit_is_spared_and_inference_waits_for_it() -> None:
+    runs, waits = _spared_runs(limit=1)
+    assert runs["a"] == (0, 1190, 1)
+    assert runs["i2"] == (1190, 1290, 0)
+    assert "jobs preempted 1 or more times are spared" in waits
+    unlimited, _ = _spared_runs(limit=None)
+    assert unlimited["i2"][0] == 400 and unlimited["a"][2] == 2
+
+
+def test_a_negative_preemption_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="preemption_limit must be >= 0"):
+        TierConfig(preemption_limit=-1)
 
 
 def test_inference_never_takes_the_training_reserve() -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import Reason
@@ -70,6 +70,9 @@ class TierConfig:
     #: pending jobs a guarantee reclaim or the starvation check looks at per tenant
     scan_depth: int = 200
     inference_preempts: bool = True
+    #: a training job already preempted this many times is no longer an inference
+    #: job's victim (None: no limit). Guarantee reclaims ignore it: a quota is a promise.
+    preemption_limit: int | None = None
     #: > 0: static partitioning, the last N nodes serve inference only
     static_inference_nodes: int = 0
 
@@ -82,6 +85,8 @@ class TierConfig:
             raise ValueError(f"drain_depth must be >= 1, got {self.drain_depth}")
         if self.static_inference_nodes < 0:
             raise ValueError("static_inference_nodes must be >= 0")
+        if self.preemption_limit is not None and self.preemption_limit < 0:
+            raise ValueError(f"preemption_limit must be >= 0, got {self.preemption_limit}")
 
 
 class TieredPolicy:
@@ -264,10 +269,16 @@ class TieredPolicy:
                     )
                 continue
             if not self._place_inference(step, job):
+                spared = self.config.preemption_limit
                 self._why[job.seq] = Reason(
                     "NoPreemptible",
                     "no free GPUs, and preempting training or best-effort jobs frees none"
-                    " that it could use",
+                    " that it could use"
+                    + (
+                        ""
+                        if spared is None
+                        else f" (jobs preempted {spared} or more times are spared)"
+                    ),
                 )
 
     def _place_inference(self, step: SchedulingPass, job: JobState) -> bool:
@@ -296,8 +307,12 @@ class TieredPolicy:
         return preempts and self._preempt_for(step, job, MAIN_POOL)
 
     def _preempt_for(self, step: SchedulingPass, job: JobState, pool: str) -> bool:
+        limit = self.config.preemption_limit
+        candidates: Iterable[JobState] = self._running.values()
+        if limit is not None:
+            candidates = [j for j in candidates if j.preemptions < limit]
         victims = choose_victims(
-            job.spec, self._running.values(), step.free, step.placer, step.now, step.config, pool
+            job.spec, candidates, step.free, step.placer, step.now, step.config, pool
         )
         if victims is None:
             return False
