@@ -37,6 +37,7 @@ def main() -> int:
             share=0.10,
             reserve=0.2,
             preemption_limit=None,
+            tiers=None,
             target_p99=60.0,
             checkpoint=DEFAULT_CHECKPOINT_S,
             limit=None,

@@ -336,6 +336,24 @@ def test_mixed_passes_the_preemption_limit_to_tiered(tmp_path: Path) -> None:
     assert "preemption_limit must be >= 0, got -1" in result.stderr
 
 
+def test_mixed_and_serve_refuse_a_bad_tiers_file_before_running(tmp_path: Path) -> None:
+    training = write_trace(tmp_path / "train.csv", ["a,0,1,10"])
+    tiers = tmp_path / "tiers.toml"
+    tiers.write_text("[tenants.vision]\nguaranteed = 4\nweight = 0\n", encoding="utf-8")
+    result = run_cli(
+        "mixed", "--trace", str(training), "--inference", "none", "--tiers", str(tiers)
+    )
+    assert result.returncode == 2
+    assert f"{tiers}:3: tenants.vision.weight: weight must be > 0, got 0.0" in result.stderr
+    served = run_cli("serve", "--data-dir", str(tmp_path / "state"), "--tiers", str(tiers))
+    assert served.returncode == 2 and f"{tiers}:3: tenants.vision.weight" in served.stderr
+    tiers.write_text("reserve_training = 0.5\n", encoding="utf-8")
+    other = run_cli("serve", "--policy", "fifo", "--tiers", str(tiers))
+    assert other.returncode == 2
+    assert "--tiers configures the tiered policy, not 'fifo'" in other.stderr
+    assert not (tmp_path / "state").exists()  # refused before anything was created
+
+
 def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
     trace = write_trace(
         tmp_path / "t.csv", [f"j{k},{30 * k},{1 + k % 8},{3000 + 200 * (k % 7)}" for k in range(80)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -13,6 +14,7 @@ from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import TierConfig
 from ilucid.sim.mixed import MixedRun, run_scenario
+from ilucid.tier_settings import load_tier_config
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_INFERENCE,
@@ -73,8 +75,14 @@ def add_mixed_command(sub: Any) -> None:
     mixed.add_argument(
         "--reserve",
         type=float,
-        default=0.2,
-        help="share of GPUs inference may never take from training (0.2)",
+        default=None,
+        help="share of GPUs inference may never take from training (0.2, or the --tiers file's)",
+    )
+    mixed.add_argument(
+        "--tiers",
+        type=Path,
+        default=None,
+        help="TOML file of tiered settings and tenant quotas (see docs/tiers.md)",
     )
     mixed.add_argument(
         "--preemption-limit",
@@ -119,6 +127,18 @@ def _json_safe(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
+def _tier_config(args: argparse.Namespace) -> TierConfig:
+    """The --tiers file's settings (or the defaults), with flags given on the command line
+    taking precedence."""
+    tiers = load_tier_config(args.tiers) if args.tiers is not None else TierConfig()
+    overrides: dict[str, Any] = {}
+    if args.reserve is not None:
+        overrides["reserve_training"] = args.reserve
+    if args.preemption_limit is not None:
+        overrides["preemption_limit"] = args.preemption_limit
+    return dataclasses.replace(tiers, **overrides) if overrides else tiers
+
+
 def run_mixed_command(args: argparse.Namespace) -> int:
     if not 0 < args.share < 1:
         raise ValueError(f"--share must be in (0, 1), got {args.share}")
@@ -159,7 +179,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
         cluster,
         config,
         target_p99_s=args.target_p99,
-        tiers=TierConfig(reserve_training=args.reserve, preemption_limit=args.preemption_limit),
+        tiers=_tier_config(args),
         on_step=lambda text: print(f"[{time.perf_counter() - start:5.0f} s] running {text}"),
     )
     baseline = runs[-1].summary["avg_jct_training"]

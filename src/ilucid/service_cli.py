@@ -50,6 +50,12 @@ def add_service_commands(sub: Any) -> None:
         "--gpus", type=int, default=None, help="virtual GPUs (default: NVML's, else 1)"
     )
     serve.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
+    serve.add_argument(
+        "--tiers",
+        type=Path,
+        default=None,
+        help="tiered: TOML file of the training reserve and tenant quotas (docs/tiers.md)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--interval", type=float, default=2.0, help="reconcile every N s (2)")
@@ -191,6 +197,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.policy not in LIVE_POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(LIVE_POLICIES)}")
+    tiers = None
+    if args.tiers is not None:  # read before anything starts: a bad file stops here
+        from ilucid.tier_settings import load_tier_config
+
+        if args.policy != "tiered":
+            raise ValueError(f"--tiers configures the tiered policy, not {args.policy!r}")
+        tiers = load_tier_config(args.tiers)
     stop_signal = getattr(signal, f"SIG{args.stop_signal.upper().removeprefix('SIG')}", None)
     if stop_signal is None:
         raise ValueError(f"unknown signal {args.stop_signal!r}")
@@ -239,7 +252,7 @@ def _serve(args: argparse.Namespace) -> int:
         backend,
         policy=args.policy,
         metrics=_metrics_source(args.metrics, gpus.source),
-        policy_factory=live_policy_factory(args.profile_limit),
+        policy_factory=live_policy_factory(args.profile_limit, tiers),
         packing=packing,
         packing_source=str(args.packing_model or ""),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ilucid.core import Policy, make_policy
+from ilucid.core.policies import TierConfig, TieredPolicy
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 
 __all__ = ["LIVE_POLICIES", "live_policy_factory"]
@@ -19,8 +20,13 @@ __all__ = ["LIVE_POLICIES", "live_policy_factory"]
 LIVE_POLICIES = ("tiered", "fifo", "fifo-backfill", "qssf", "ilucid", "tiresias", "lucid")
 
 
-def live_policy_factory(profile_limit_s: float = 300.0) -> Callable[[str], Policy]:
-    """``make_policy`` for a live service; refuses policies that need true durations."""
+def live_policy_factory(
+    profile_limit_s: float = 300.0, tiers: TierConfig | None = None
+) -> Callable[[str], Policy]:
+    """``make_policy`` for a live service; refuses policies that need true durations.
+
+    ``tiers`` (the ``--tiers`` file: reserve, quotas) configures ``tiered``.
+    """
 
     def build(name: str) -> Policy:
         if name not in LIVE_POLICIES:
@@ -36,6 +42,8 @@ def live_policy_factory(profile_limit_s: float = 300.0) -> Callable[[str], Polic
                 ),
                 "lucid",
             )
+        if name == "tiered" and tiers is not None:
+            return TieredPolicy(tiers)
         return make_policy(name)
 
     return build
