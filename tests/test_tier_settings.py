@@ -80,7 +80,7 @@ def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_an_error_that_names_it(tmp_path: Path) -> None:
-    with pytest.raises(TierSettingsError, match="nope.toml: cannot read"):
+    with pytest.raises(TierSettingsError, match=r"nope\.toml: cannot read"):
         load_tier_config(tmp_path / "nope.toml")
 
 
