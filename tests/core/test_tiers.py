@@ -75,14 +75,16 @@ def test_inference_takes_a_free_gpu_elsewhere_before_preempting_next_to_services
     assert runs["a"] == (1, 101, 0)
 
 
-def _spared_runs(limit: int | None) -> tuple[dict[str, tuple[float, float, int]], str]:
+def _spared_runs(
+    limit: int | None, job_class: JobClass = JobClass.TRAINING
+) -> tuple[dict[str, tuple[float, float, int]], str]:
     # 1 node x 2 GPUs. a(0, 2g, 1000 s, checkpoints every 100 s) runs. i1(250, 1g,
     # 100 s) preempts it (a loses 50 s); i1 runs 250..350. a restarts at 350 with
     # 1000 - 250 + 50 + 40 = 840 s left -> ends 1190 if left alone. i2(400, 1g, 100 s)
     # finds no free GPU: with a limit of 1 preemption, a is spared and i2 waits for
-    # it (1190..1290); without a limit a is preempted a second time at 400.
+    # it (1190..1290); with a limit of 2, or none, a is preempted a second time at 400.
     jobs = [
-        training("a", 0, 2, 1000, checkpoint_s=100),
+        training("a", 0, 2, 1000, checkpoint_s=100, job_class=job_class),
         serving("i1", 250, 1, 100),
         serving("i2", 400, 1, 100),
     ]
@@ -96,9 +98,28 @@ def test_a_job_preempted_up_to_the_limit_is_spared_and_inference_waits_for_it() 
     runs, waits = _spared_runs(limit=1)
     assert runs["a"] == (0, 1190, 1)
     assert runs["i2"] == (1190, 1290, 0)
-    assert "jobs preempted 1 or more times are spared" in waits
-    unlimited, _ = _spared_runs(limit=None)
-    assert unlimited["i2"][0] == 400 and unlimited["a"][2] == 2
+    assert "(1 training job(s) spared: preempted 1 time(s) already)" in waits
+    for limit in (2, None):
+        again, waits = _spared_runs(limit)
+        assert again["i2"][0] == 400 and again["a"][2] == 2
+        assert "spared" not in waits
+
+
+def test_the_preemption_limit_spares_training_not_best_effort() -> None:
+    runs, _ = _spared_runs(limit=1, job_class=JobClass.BEST_EFFORT)
+    assert runs["i2"][0] == 400 and runs["a"][2] == 2
+
+
+def test_a_guarantee_reclaim_ignores_the_preemption_limit() -> None:
+    # 1 node x 2 GPUs; with a limit of 0 inference may preempt no training job, but
+    # tenant A's guarantee still takes its GPU back: b (tenant B, 2 GPUs) borrows
+    # both from 0; a (A, 1 GPU, guaranteed 1) at 10 preempts b and starts at once.
+    quotas = {"A": TenantQuota(guaranteed=1)}
+    policy = TieredPolicy(TierConfig(quotas=quotas, preemption_limit=0))
+    jobs = [training("b", 0, 2, 1000, tenant="B"), training("a", 10, 1, 100, tenant="A")]
+    runs = {r.id: r for r in simulate(jobs, Cluster.homogeneous(1, 2), policy).records}
+    assert runs["a"].first_start == 10
+    assert runs["b"].preemptions == 1
 
 
 def test_a_negative_preemption_limit_is_refused() -> None:

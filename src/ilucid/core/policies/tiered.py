@@ -71,7 +71,8 @@ class TierConfig:
     scan_depth: int = 200
     inference_preempts: bool = True
     #: a training job already preempted this many times is no longer an inference
-    #: job's victim (None: no limit). Guarantee reclaims ignore it: a quota is a promise.
+    #: job's victim (None: no limit); best-effort jobs stay victims. Guarantee reclaims
+    #: ignore it: a quota is a promise.
     preemption_limit: int | None = None
     #: > 0: static partitioning, the last N nodes serve inference only
     static_inference_nodes: int = 0
@@ -269,15 +270,16 @@ class TieredPolicy:
                     )
                 continue
             if not self._place_inference(step, job):
-                spared = self.config.preemption_limit
+                spared = self._spared()
                 self._why[job.seq] = Reason(
                     "NoPreemptible",
                     "no free GPUs, and preempting training or best-effort jobs frees none"
                     " that it could use"
                     + (
-                        ""
-                        if spared is None
-                        else f" (jobs preempted {spared} or more times are spared)"
+                        f" ({spared} training job(s) spared: preempted"
+                        f" {self.config.preemption_limit} time(s) already)"
+                        if spared
+                        else ""
                     ),
                 )
 
@@ -306,11 +308,22 @@ class TieredPolicy:
             return True
         return preempts and self._preempt_for(step, job, MAIN_POOL)
 
-    def _preempt_for(self, step: SchedulingPass, job: JobState, pool: str) -> bool:
+    def _may_be_victim(self, job: JobState) -> bool:
         limit = self.config.preemption_limit
+        return (
+            limit is None or job.spec.job_class is not JobClass.TRAINING or job.preemptions < limit
+        )
+
+    def _spared(self) -> int:
+        """Running training jobs the preemption limit keeps from being victims."""
+        if self.config.preemption_limit is None or not self.config.inference_preempts:
+            return 0
+        return sum(1 for j in self._running.values() if not self._may_be_victim(j))
+
+    def _preempt_for(self, step: SchedulingPass, job: JobState, pool: str) -> bool:
         candidates: Iterable[JobState] = self._running.values()
-        if limit is not None:
-            candidates = [j for j in candidates if j.preemptions < limit]
+        if self.config.preemption_limit is not None:
+            candidates = [j for j in candidates if self._may_be_victim(j)]
         victims = choose_victims(
             job.spec, candidates, step.free, step.placer, step.now, step.config, pool
         )
