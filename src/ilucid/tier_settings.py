@@ -36,6 +36,7 @@ _TOP = {
     "starve_after_s": float,
     "aging": float,
     "drain_depth": int,
+    "drain_renewals": int,
     "preemption_limit": int,
     "inference_preempts": bool,
 }

@@ -91,3 +91,31 @@ def test_a_drain_whose_jobs_outrun_their_estimates_promises_again_and_keeps_back
     waits = " | ".join(result.waits)
     assert "except jobs expected to end by t=1000, when they are expected to be empty" in waits
     assert "except jobs expected to end by t=2200, when they are expected to be empty" in waits
+
+
+def _renewed_starts(renewals: int) -> dict[str, float]:
+    # 2 nodes x 4 GPUs, starvation after 100 s. a (2 GPUs, exact 1,000 s) -> node0;
+    # b (4 GPUs, estimated 1,000 s, runs 5,000) -> node1; big (4 GPUs) waits. At 150
+    # node0 (2 free GPUs) is drained for big, promise t=1000, and y (1 GPU, estimated
+    # 10 s, runs 3,000) is backfilled there. At 1,100 (x arrives) the promise has
+    # passed: y has run 950 s, so it is expected to run 950 s more, promise t=2050,
+    # and x (50 s) is backfilled. At 2,100 (z arrives) it has passed again: renewed
+    # (y ran 1,950 s: promise t=4050), z (50 s) is backfilled; past the cap it is
+    # not, and z waits for big (y ends at 3,150, big runs 3,150..4,150).
+    jobs = [
+        training("a", 0, 2, 1000),
+        JobSpec("b", 0, 4, 5000, estimate=1000),
+        training("big", 0, 4, 1000),
+        JobSpec("y", 150, 1, 3000, estimate=10),
+        training("x", 1100, 1, 50),
+        training("z", 2100, 1, 50),
+    ]
+    policy = TieredPolicy(TierConfig(starve_after_s=100.0, drain_renewals=renewals))
+    result = simulate(jobs, Cluster.homogeneous(2, 4), policy)
+    return {r.id: r.first_start for r in result.records if r.id in ("x", "z", "big")}
+
+
+def test_a_drain_renews_its_promise_at_most_drain_renewals_times() -> None:
+    assert _renewed_starts(2) == {"x": 1100, "z": 2100, "big": 3150}
+    assert _renewed_starts(1) == {"x": 1100, "z": 4150, "big": 3150}
+    assert _renewed_starts(0) == {"x": 4150, "z": 4150, "big": 3150}

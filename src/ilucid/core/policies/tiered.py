@@ -67,6 +67,9 @@ class TierConfig:
     #: (jobs wider than 8 GPUs averaged 326k s instead of 236k s; before drains renewed
     #: their promise, 4 raised it from ~36k s to ~62k s).
     drain_depth: int = 1
+    #: how often a drain may renew its promise once its jobs outrun their estimates
+    #: (``draining.py``); the cap keeps "no job waits forever" when estimates are wrong
+    drain_renewals: int = 8
     #: pending jobs a guarantee reclaim or the starvation check looks at per tenant
     scan_depth: int = 200
     inference_preempts: bool = True
@@ -84,6 +87,8 @@ class TierConfig:
             raise ValueError("aging must be >= 0, starve_after_s > 0 and scan_depth >= 1")
         if self.drain_depth < 1:
             raise ValueError(f"drain_depth must be >= 1, got {self.drain_depth}")
+        if self.drain_renewals < 0:
+            raise ValueError(f"drain_renewals must be >= 0, got {self.drain_renewals}")
         if self.static_inference_nodes < 0:
             raise ValueError("static_inference_nodes must be >= 0")
         if self.preemption_limit is not None and self.preemption_limit < 0:
@@ -107,7 +112,9 @@ class TieredPolicy:
         self._why: dict[int, Reason] = {}
         self._pools_set = False
         config = self.config
-        self.drainer = Drainer(config.starve_after_s, config.drain_depth, config.scan_depth)
+        self.drainer = Drainer(
+            config.starve_after_s, config.drain_depth, config.scan_depth, config.drain_renewals
+        )
         self._inference_on: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements
         self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
