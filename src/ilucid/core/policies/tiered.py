@@ -63,8 +63,8 @@ class TierConfig:
     aging: float = 0.0
     starve_after_s: float = 86400.0
     #: how many of the longest-waiting jobs have nodes drained for them at once. 1 by
-    #: default: on ITP cluster04 + DLRM, 4 raised training mean JCT from 29.8k s to 32.8k s
-    #: (jobs wider than 8 GPUs averaged 326k s instead of 236k s; before drains renewed
+    #: default: on ITP cluster04 + DLRM, 4 raised training mean JCT from 30.2k s to 33.2k s
+    #: (jobs wider than 8 GPUs averaged 356k s instead of 251k s; before drains renewed
     #: their promise, 4 raised it from ~36k s to ~62k s).
     drain_depth: int = 1
     #: how often a drain may renew its promise once its jobs outrun their estimates
