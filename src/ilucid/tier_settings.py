@@ -91,21 +91,17 @@ def _tenant(where: _Locator, name: str, table: object) -> TenantQuota:
     try:
         return TenantQuota(**values)
     except ValueError as exc:
-        field = next((k for k in values if k.replace("_", " ") in str(exc) or k in str(exc)), "?")
+        field = next((k for k in values if k in str(exc)), "?")
         raise where.error(name, field, str(exc)) from None
 
 
 def _typed(where: _Locator, tenant: str | None, key: str, value: object, kind: type) -> object:
-    # TOML has distinct ints, floats and booleans; bool is an int in Python, so check it first
-    if kind is bool:
-        if isinstance(value, bool):
+    # TOML has distinct ints, floats and booleans, but bool is an int in Python
+    if isinstance(value, bool) == (kind is bool):
+        if kind is bool or (kind is int and isinstance(value, int)):
             return value
-    elif isinstance(value, bool):
-        pass
-    elif kind is int and isinstance(value, int):
-        return value
-    elif kind is float and isinstance(value, (int, float)):
-        return float(value)
+        if kind is float and isinstance(value, (int, float)):
+            return float(value)
     names = {bool: "true or false", int: "a whole number", float: "a number"}
     raise where.error(tenant, key, f"must be {names[kind]}, got {value!r}")
 

@@ -12,6 +12,7 @@ every other large job behind it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -213,7 +214,7 @@ class Drainer:
                 continue
             if not nodes.isdisjoint(placement.node_indices):
                 until = max(until, _expected_end(other, now))
-        return Drain(drain.seq, drain.nodes, until, drain.pool, drain.renewals + 1)
+        return dataclasses.replace(drain, until=until, renewals=drain.renewals + 1)
 
     def release(self, step: SchedulingPass, seq: int) -> None:
         for index in self.drains.pop(seq).nodes:
