@@ -131,8 +131,11 @@ class EbmDuration(_Saved):
 
     name = "ebm"
 
-    def __init__(self, interactions: int = 3, outer_bags: int = 2, seed: int = 0) -> None:
+    def __init__(
+        self, interactions: int = 3, outer_bags: int = 2, seed: int = 0, n_jobs: int = 2
+    ) -> None:
         self.interactions = interactions
+        self.n_jobs = n_jobs  # 1 in a live service's refit worker: it must not crowd the loop
         self.outer_bags = outer_bags
         self.seed = seed
         self.columns: list[str] = []
@@ -147,7 +150,7 @@ class EbmDuration(_Saved):
             outer_bags=self.outer_bags,
             max_rounds=1000,
             random_state=self.seed,
-            n_jobs=2,
+            n_jobs=self.n_jobs,
         )
         with warnings.catch_warnings():
             # history features are missing for a user's first jobs; EBM gives
