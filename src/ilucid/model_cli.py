@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +43,16 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     evaluate.add_argument("--trace", required=True)
     evaluate.add_argument("--estimators", default="user-median,ebm,lightgbm")
+
+    refit = verbs.add_parser(
+        "refit", help="refit a running service's duration model now (admin; see /model)"
+    )
+    refit.add_argument("--url", default=os.environ.get("ILUCID_URL", "http://127.0.0.1:8787"))
+    refit.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
+    refit.add_argument("--data-dir", type=Path, default=Path(".ilucid"))
+    refit.add_argument(
+        "--wait", type=float, default=300.0, help="seconds to wait for the new version (300)"
+    )
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -116,7 +127,46 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refit(args: argparse.Namespace) -> int:
+    """Ask the service for a refit; it runs in the service's worker process, not here."""
+    import httpx
+
+    token = args.token
+    stored = args.data_dir / "admin.token"
+    if not token and stored.exists():
+        token = stored.read_text(encoding="utf-8").strip()
+    if not token:
+        raise ValueError("no token: pass --token or set ILUCID_TOKEN")
+    if args.wait < 0:
+        raise ValueError(f"--wait must not be negative, not {args.wait}")
+    try:
+        response = httpx.post(
+            f"{args.url.rstrip('/')}/model/refit",
+            params={"wait": args.wait},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=args.wait + 30.0,
+        )
+    except httpx.HTTPError as exc:
+        raise ValueError(f"cannot reach the service at {args.url}: {exc}") from None
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise ValueError(f"{response.status_code}: {detail}")
+    result = response.json()
+    if result["status"] == "done":
+        print(f"duration model v{result['version']} is live")
+    elif result["status"] == "failed":
+        raise ValueError(f"refit to v{result['version']} failed: {result.get('error', '')}")
+    else:
+        print(f"refit to v{result['version']} {result['status']} (see GET /model)")
+    return 0
+
+
 def run_model_command(args: argparse.Namespace) -> int:
+    if args.verb == "refit":
+        return _refit(args)
     if args.verb == "train":
         return _train(args)
     if args.verb == "explain":

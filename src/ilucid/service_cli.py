@@ -108,6 +108,24 @@ def add_service_commands(sub: Any) -> None:
         help="lucid: a packing analyzer from `ilucid model train packing`"
         " (default: a stated rule on GPU utilisation)",
     )
+    serve.add_argument(
+        "--refit-every",
+        type=int,
+        default=20,
+        help="refit the duration model after every N finished jobs (20)",
+    )
+    serve.add_argument(
+        "--refit-interval",
+        type=float,
+        default=0.0,
+        help="also refit every S seconds when jobs finished since the last refit (0: off)",
+    )
+    serve.add_argument(
+        "--model-min-jobs",
+        type=int,
+        default=30,
+        help="finished jobs before the duration model is used; until then, medians (30)",
+    )
 
     fail_open = sub.add_parser(
         "slurm-release-held",
@@ -247,6 +265,14 @@ def _serve(args: argparse.Namespace) -> int:
             grace_s=args.grace,
             profiler_gpus=args.profiler_gpus,
         )
+    from ilucid.service.duration_keeper import DurationKeeper
+
+    durations = DurationKeeper(
+        args.data_dir.resolve() / "models",
+        min_jobs=args.model_min_jobs,
+        refit_every=args.refit_every,
+        refit_interval_s=args.refit_interval,
+    )
     service = SchedulerService(
         engine,
         backend,
@@ -255,6 +281,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy_factory=live_policy_factory(args.profile_limit, tiers),
         packing=packing,
         packing_source=str(args.packing_model or ""),
+        durations=durations,
     )
     where = (
         f"Slurm ({service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes)"
@@ -282,6 +309,7 @@ def _serve(args: argparse.Namespace) -> int:
         stop.set()
         service.wake.set()
         loop.join(timeout=5)
+        durations.close()
     return 0
 
 
@@ -440,6 +468,7 @@ def run_service_command(args: argparse.Namespace) -> int:
         elif args.command == "explain":
             result = _call(client, "GET", f"/jobs/{args.job}/explain")
             print(f"{result['id']}: {result['why']}")
+            print(f"  {result['estimate']['text']}")
             for decision in result["decisions"]:
                 print(f"  {_when(decision['time'])}: {decision['message']}")
         elif args.command == "cancel":

@@ -161,9 +161,10 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
                     select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
                 )
             ]
+            # line 0: why, line 1: the estimate, then the decisions
             served = [
                 line.split(": ", 1)[1]
-                for line in run_ilucid("explain", job_id, env=env).stdout.splitlines()[1:]
+                for line in run_ilucid("explain", job_id, env=env).stdout.splitlines()[2:]
             ]
             assert served == stored and stored, job_id
     engine.dispose()

@@ -25,6 +25,7 @@ from ilucid.core import JobClass
 from ilucid.service.auth import Identity, authenticate
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+from ilucid.service.duration_keeper import RefitRefused
 from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.scheduler_service import (
     PASS_BUCKETS,
@@ -41,6 +42,8 @@ QUEUE_REASONS = 200
 TIMELINE_POINTS = 2000
 #: Longest window /timeline serves, minutes (a week)
 TIMELINE_MAX_MINUTES = 7 * 24 * 60
+#: Longest a ``POST /model/refit?wait=`` holds its answer, seconds
+REFIT_MAX_WAIT_S = 600.0
 
 
 class SubmitBody(BaseModel):
@@ -73,6 +76,29 @@ def _job_json(row: JobRow) -> dict[str, Any]:
         "exit_code": row.exit_code,
         "gpu_indices": row.gpu_indices,
         "preemptions": row.preemptions,
+        "estimate_s": row.estimate_s,
+        "model_estimate_s": row.model_estimate_s,
+        "estimate_version": row.estimate_version,
+    }
+
+
+def estimate_json(row: JobRow) -> dict[str, Any]:
+    """The estimate the scheduler used and where it came from; both the user's and the
+    model's are shown (the user's wins when given)."""
+    note = row.estimate_note or "no model estimate recorded for this job"
+    seconds: float | None
+    if row.estimate_s is not None:
+        source, seconds = "user", row.estimate_s
+        text = f"estimate {row.estimate_s:,.0f} s given by the user (the model's: {note})"
+    else:
+        source, seconds, text = row.estimate_version or "none", row.model_estimate_s, note
+    return {
+        "seconds": seconds,
+        "source": source,
+        "user_s": row.estimate_s,
+        "model_s": row.model_estimate_s,
+        "version": row.estimate_version,
+        "text": text,
     }
 
 
@@ -164,6 +190,7 @@ def build_app(service: SchedulerService) -> FastAPI:
     def explain(job_id: str, who: Who) -> dict[str, Any]:
         with Session(engine) as session:
             row = own_job(session, job_id, who)
+            estimate = estimate_json(row)
             decisions = [
                 {"time": d.time, "action": d.action, "code": d.code, "message": d.message}
                 for d in session.scalars(
@@ -172,7 +199,13 @@ def build_app(service: SchedulerService) -> FastAPI:
             ]
             state = row.state
         now_why = service.explain(job_id) if state in ("pending", "running") else state
-        return {"id": job_id, "state": state, "why": now_why, "decisions": decisions}
+        return {
+            "id": job_id,
+            "state": state,
+            "why": now_why,
+            "estimate": estimate,
+            "decisions": decisions,
+        }
 
     @app.get("/jobs/{job_id}/profile")
     def profile(job_id: str, who: Who) -> dict[str, float]:
@@ -264,6 +297,24 @@ def build_app(service: SchedulerService) -> FastAPI:
         service.set_policy(body.policy)
         return {"policy": body.policy}
 
+    @app.get("/model")
+    def model(who: Who) -> dict[str, Any]:
+        """The live duration model: its version, what it was fitted on, refit state."""
+        return service.durations.status()
+
+    @app.post("/model/refit")
+    def refit(
+        who: Who, wait: Annotated[float, Query(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
+    ) -> dict[str, Any]:
+        """Refit the duration model now in the background worker (admin); with ``wait``
+        (seconds), answer once it is done: ``status`` is done, started, running or failed."""
+        if not who.admin:
+            raise HTTPException(403, "only an admin may refit the model")
+        try:
+            return service.durations.refit(wait)
+        except RefitRefused as exc:
+            raise HTTPException(409, str(exc)) from None
+
     @app.get("/history.csv", response_class=PlainTextResponse)
     def history(who: Who) -> str:
         """Ended jobs as ilucid's generic trace (``ilucid whatif`` replays it)."""
@@ -297,6 +348,9 @@ def build_app(service: SchedulerService) -> FastAPI:
             total = service.cluster.total_gpus
             buckets = list(service.pass_histogram)
             pass_sum, pass_count = service.pass_seconds, service.passes
+            whole = list(service.reconcile_histogram)
+            whole_sum, whole_count = service.reconcile_seconds, service.reconciles
+        model = service.durations.status()
         lines = ["# TYPE ilucid_jobs gauge"]
         lines += [f'ilucid_jobs{{state="{s}"}} {n}' for s, n in sorted(states)]
         lines += ["# TYPE ilucid_pending_jobs gauge"]
@@ -327,6 +381,22 @@ def build_app(service: SchedulerService) -> FastAPI:
         lines += [
             f"ilucid_pass_seconds_sum {pass_sum:.6f}",
             f"ilucid_pass_seconds_count {pass_count}",
+        ]
+        lines += ["# TYPE ilucid_reconcile_seconds histogram"]
+        cumulative = 0
+        for bound, count in zip(PASS_BUCKETS, whole, strict=False):
+            cumulative += count
+            lines.append(f'ilucid_reconcile_seconds_bucket{{le="{bound:g}"}} {cumulative}')
+        lines.append(f'ilucid_reconcile_seconds_bucket{{le="+Inf"}} {whole_count}')
+        lines += [
+            f"ilucid_reconcile_seconds_sum {whole_sum:.6f}",
+            f"ilucid_reconcile_seconds_count {whole_count}",
+        ]
+        lines += [
+            "# TYPE ilucid_duration_model_version gauge",
+            f"ilucid_duration_model_version {model['version']}",
+            "# TYPE ilucid_duration_model_refitting gauge",
+            f"ilucid_duration_model_refitting {int(model['refitting'])}",
         ]
         return "\n".join(lines) + "\n"
 

@@ -5,7 +5,7 @@ own script: the service must work on machines without internet access, so no
 CDN and no JavaScript library. The page is a small single-page app with two
 hash routes, ``#/`` (the cluster: summary, queue with the reason each job
 waits, running jobs, a node/GPU map, busy-GPU and queue-length charts) and
-``#/job/<id>`` (a job with its transitions, decisions, current explanation,
+``#/job/<id>`` (a job with its transitions, decisions, current explanation, estimate,
 profile and the end of its output). It polls the REST API every few seconds.
 
 The API token comes from the URL fragment (``/#token=...``; a fragment never
@@ -127,6 +127,7 @@ _BODY = """
 <p id="job-error" class="error" hidden></p>
 <div id="job-body">
 <section><h3>Why</h3><p id="job-why" data-testid="job-why"></p></section>
+<section><h3>Estimate</h3><p id="job-estimate" data-testid="job-estimate"></p></section>
 <section><h3>Job</h3>
 <table id="job-fields" data-testid="job-fields"><tbody></tbody></table></section>
 <section><h3>State transitions</h3>
@@ -365,6 +366,7 @@ async function loadJob(id, hash) {
   $('job-title').replaceChildren('Job ' + job.id + ' ',
     el('span', {class: 'state', 'data-testid': 'job-state'}, job.state));
   $('job-why').textContent = explain.why;
+  $('job-estimate').textContent = explain.estimate.text;
   const fields = [
     ['state', job.state], ['user', job.user], ['tenant', job.tenant], ['class', job['class']],
     ['gpus', job.gpus], ['gpu_indices', job.gpu_indices || '-'],

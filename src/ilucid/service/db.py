@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
     create_engine,
     event,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "DecisionRow",
     "EstimatorVersion",
     "JobRow",
+    "ModelRow",
     "SampleRow",
     "TokenRow",
     "TransitionRow",
@@ -67,6 +69,12 @@ class JobRow(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)
     #: end of the live profiling run now under way (None: not profiling)
     profile_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the live duration model's estimate (``estimate_s``, the user's, wins when given)
+    model_estimate_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: what made ``model_estimate_s``: "v3" (model version 3), "median" or "none"
+    estimate_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: the estimate explained, as it was at submission
+    estimate_note: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class TransitionRow(Base):
@@ -122,6 +130,21 @@ class EstimatorVersion(Base):
     path: Mapped[str] = mapped_column(Text)
     trained_at: Mapped[float] = mapped_column(Float)
     rows: Mapped[int] = mapped_column(Integer)
+
+
+class ModelRow(Base):
+    """A refitted model whose file was completely written (the newest is loaded on start)."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("kind", "version", name="uq_models_kind_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    version: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    trained_at: Mapped[float] = mapped_column(Float)
+    rows: Mapped[int] = mapped_column(Integer)
+    fit_s: Mapped[float] = mapped_column(Float)
 
 
 def make_engine(url: str) -> Engine:

@@ -43,6 +43,7 @@ from ilucid.core import (
 )
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
+from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.live_profiler import RULE_THRESHOLDS, MeasuredRun, profile_report
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
@@ -94,6 +95,7 @@ class SchedulerService:
         policy_factory: Callable[[str], Policy] = make_policy,
         packing: PackingAnalyzer | None = None,
         packing_source: str = "",
+        durations: DurationKeeper | None = None,
     ) -> None:
         self.metrics = metrics
         self.policy_factory = policy_factory
@@ -102,6 +104,10 @@ class SchedulerService:
         self.passes = 0
         self.pass_seconds = 0.0
         self.pass_histogram = [0] * len(PASS_BUCKETS)  # per bucket, not cumulative
+        #: whole reconcile passes (observe, database, core, apply), same buckets
+        self.reconciles = 0
+        self.reconcile_seconds = 0.0
+        self.reconcile_histogram = [0] * len(PASS_BUCKETS)
         self._sampled: dict[str, float] = {}  # job id -> time of its last sample
         self.engine = engine
         self.backend = backend
@@ -117,6 +123,9 @@ class SchedulerService:
         self._last_number = 0
         self._catch_up_job_numbers()
         self._record_estimators(packing_source)
+        # without a model folder (tests, the demo) estimates are medians and nothing refits
+        self.durations = durations or DurationKeeper()
+        self.durations.start(engine)
         with self.lock:
             self._rebuild(backend.observe())
 
@@ -271,9 +280,14 @@ class SchedulerService:
         raise ServiceError("could not store the job (job ids kept colliding); try again")
 
     def _store(self, request: JobRequest, job_class: JobClass) -> str:
+        # estimated outside the lock: the reconcile loop need not wait for a model
+        submitted = self.clock()
+        estimate = self.durations.estimate(
+            JobSpec("", submitted, request.gpus, 0.0, tenant=request.tenant, user=request.user)
+        )
         # expire_on_commit off: the row is read once more below, without a reload query
         with self.lock, Session(self.engine, expire_on_commit=False) as session:
-            now = self.clock()
+            now = max(self.clock(), submitted)
             self._last_number += 1
             job_id = f"j{self._last_number:06d}"
             row = JobRow(
@@ -287,6 +301,9 @@ class SchedulerService:
                 state=PENDING,
                 submit_time=now,
                 estimate_s=request.estimate_s,
+                model_estimate_s=estimate.seconds,
+                estimate_version=estimate.version,
+                estimate_note=estimate.note,
                 checkpoint_s=request.checkpoint_s,
                 priority=request.priority,
                 gpu_indices="",
@@ -348,6 +365,7 @@ class SchedulerService:
 
     # -- the loop ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
+        whole = time.perf_counter()
         with self.lock:
             seen = self.backend.observe()
             now = self.clock()
@@ -375,6 +393,8 @@ class SchedulerService:
                     self._sample(session, now)
                 session.commit()
             self._publish_reasons(now)
+            self.durations.maybe_refit()  # hands the work to its worker process at once
+            self._time_reconcile(time.perf_counter() - whole)
             return decisions
 
     def _time_pass(self, seconds: float) -> None:
@@ -383,6 +403,14 @@ class SchedulerService:
         for index, bound in enumerate(PASS_BUCKETS):
             if seconds <= bound:
                 self.pass_histogram[index] += 1
+                break
+
+    def _time_reconcile(self, seconds: float) -> None:
+        self.reconciles += 1
+        self.reconcile_seconds += seconds
+        for index, bound in enumerate(PASS_BUCKETS):
+            if seconds <= bound:
+                self.reconcile_histogram[index] += 1
                 break
 
     def _settle_ended(self, session: Session, seen: Observation, now: float) -> None:
@@ -439,6 +467,8 @@ class SchedulerService:
             self._finish_in_core(row.id, now)
             self._transition(session, row, final, why)
             self._forget(row.id)
+            if final == SUCCEEDED and row.first_start is not None:
+                self.durations.finished(_spec(row), max(0.0, now - row.first_start))
 
     def _end_profiling(self, session: Session, now: float) -> None:
         """Stop each profiling run whose time is up; its measurements go to the policy
@@ -786,6 +816,7 @@ def _spec(row: JobRow) -> JobSpec:
         tenant=row.tenant,
         user=row.user,
         priority=row.priority,
-        estimate=row.estimate_s,
+        # the user's own estimate wins; else the live duration model's (or its median)
+        estimate=row.estimate_s if row.estimate_s is not None else row.model_estimate_s,
         checkpoint_s=row.checkpoint_s,
     )
