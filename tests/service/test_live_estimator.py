@@ -217,3 +217,46 @@ def _healthy(url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_median_fallback_is_explained_and_an_early_refit_is_refused(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from ilucid.backends.local import GpuInventory, LocalBackend
+    from ilucid.service.api import build_app
+    from ilucid.service.db import migrate
+    from ilucid.service.duration_keeper import DurationKeeper
+    from ilucid.service.scheduler_service import SchedulerService
+
+    url = f"sqlite:///{tmp_path / 'ilucid.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    admin = {"Authorization": f"Bearer {create_token(engine, 'root', 'ops', admin=True)}"}
+    alice = {"Authorization": f"Bearer {create_token(engine, 'alice', 'lab')}"}
+    keeper = DurationKeeper(tmp_path / "models", min_jobs=30)
+    backend = LocalBackend(tmp_path, GpuInventory(2, "virtual", 0, "virtual"))
+    service = SchedulerService(engine, backend, durations=keeper)
+    client = TestClient(build_app(service))
+    first = client.post("/jobs", json={"command": ["true"]}, headers=alice).json()["id"]
+    _wait(
+        lambda: (
+            service.reconcile() is not None
+            and client.get(f"/jobs/{first}", headers=alice).json()["state"] == "succeeded"
+        ),
+        15,
+        "the first job",
+    )
+    second = client.post("/jobs", json={"command": ["true"]}, headers=alice).json()["id"]
+    estimate = client.get(f"/jobs/{second}/explain", headers=alice).json()["estimate"]
+    assert estimate["source"] == "median" and estimate["version"] == "median"
+    assert estimate["text"].startswith("estimate ")
+    assert estimate["text"].endswith(
+        ": median of alice's past jobs (too little history for a model: 1 of 30 finished jobs)"
+    )
+    first_estimate = client.get(f"/jobs/{first}/explain", headers=alice).json()["estimate"]
+    assert first_estimate["source"] == "none" and first_estimate["seconds"] is None
+    refused = client.post("/model/refit", headers=admin)
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == "too little history for a model: 1 of 30 finished jobs"
+    assert client.get("/model", headers=alice).json()["version"] == 0
+    keeper.close()
