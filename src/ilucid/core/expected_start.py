@@ -12,10 +12,13 @@ so it is a forecast, and its accuracy is measured in simulation.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["FreeProfile", "expected_remaining", "project_starts"]
+
+_BUCKETS = 64  # duration classes [2**(b-1), 2**b) seconds for the search floors
 
 
 def expected_remaining(estimate: float, ran: float) -> float:
@@ -34,6 +37,13 @@ class FreeProfile:
     #: steps before this index have no free GPU: searches start here (keeps a long,
     #: saturated queue linear instead of quadratic)
     full_prefix: int = 0
+    #: per GPU count, per duration class b: no request for that many GPUs and a
+    #: duration of class b or above can start before this time. Free GPUs only
+    #: ever decrease (``reserve``), so a request never fits earlier than an
+    #: earlier answer for the same GPUs and a shorter duration; searches skip
+    #: there (a long queue of similar jobs would otherwise rescan the profile).
+    _floors: dict[int, list[float]] = field(default_factory=dict, repr=False)
+    _exact: dict[tuple[int, float], float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_running(cls, now: float, total: int, ends: Iterable[tuple[float, int]]) -> FreeProfile:
@@ -65,6 +75,12 @@ class FreeProfile:
         times, free = self.times, self.free
         count = len(times)
         start = self.full_prefix
+        bucket = min(int(duration).bit_length(), _BUCKETS - 1) if duration < 1e18 else _BUCKETS - 1
+        floors = self._floors.get(gpus)
+        if floors is not None:
+            floor = max(floors[bucket], self._exact.get((gpus, duration), -math.inf))
+            if floor > times[start]:
+                start = bisect.bisect_left(times, floor)
         while start < count:
             if free[start] < gpus:
                 start += 1
@@ -74,9 +90,22 @@ class FreeProfile:
             while probe < count and times[probe] < end and free[probe] >= gpus:
                 probe += 1
             if probe >= count or times[probe] >= end:
-                return times[start]
+                found = times[start]
+                self._remember(gpus, duration, bucket, found)
+                return found
             start = probe + 1
         return None
+
+    def _remember(self, gpus: int, duration: float, bucket: int, found: float) -> None:
+        floors = self._floors.get(gpus)
+        if floors is None:
+            floors = self._floors[gpus] = [-math.inf] * _BUCKETS
+        # longer durations only: class b + 1 and above are all longer than this one
+        for index in range(bucket + 1, _BUCKETS):
+            if floors[index] >= found:
+                break  # floors never decrease with the class, so the rest are higher
+            floors[index] = found
+        self._exact[(gpus, duration)] = found
 
     def reserve(self, at: float, gpus: int, duration: float) -> None:
         first = self._split(at)

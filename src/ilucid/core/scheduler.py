@@ -423,8 +423,16 @@ class Scheduler:
         """Expected start times of pending jobs (see :mod:`ilucid.core.expected_start`).
 
         Uses only estimates, never a job's true duration; pending jobs are taken
-        in the policy's order when it exposes one, else oldest first.
+        in the policy's order when it exposes one, else oldest first. When
+        ``until`` is placed beyond ``limit`` in that order the projection would
+        stop before reaching it, so nothing is projected (an empty dict).
         """
+        order = getattr(self.policy, "pending_order", None)
+        target = self.jobs.get(until) if until is not None else None
+        if order is not None and target is not None and target.status is JobStatus.PENDING:
+            position = self.policy.queue_position(target, now)
+            if position is not None and position > limit:
+                return {}
         ends: list[tuple[float, int]] = []
         for job in self.jobs.values():
             if job.status is not JobStatus.RUNNING or job.placement is None:
@@ -438,7 +446,6 @@ class Scheduler:
                 left = max(left, expected_remaining(other.spec.expected_duration, _ran(other, now)))
             ends.append((now + left, job.placement.num_gpus))
         profile = FreeProfile.from_running(now, self.cluster.total_gpus, ends)
-        order = getattr(self.policy, "pending_order", None)
         pending = (
             order()
             if order is not None
