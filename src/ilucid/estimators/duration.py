@@ -132,12 +132,22 @@ class EbmDuration(_Saved):
     name = "ebm"
 
     def __init__(
-        self, interactions: int = 3, outer_bags: int = 2, seed: int = 0, n_jobs: int = 2
+        self,
+        interactions: int = 3,
+        outer_bags: int = 2,
+        seed: int = 0,
+        n_jobs: int = 2,
+        max_rounds: int = 1000,
+        smoothing_rounds: int = 500,
     ) -> None:
         self.interactions = interactions
         self.n_jobs = n_jobs  # 1 in a live service's refit worker: it must not crowd the loop
         self.outer_bags = outer_bags
         self.seed = seed
+        # boosting rounds per bag (the first smoothing_rounds pick cuts at random, which
+        # smooths the shapes); fewer keep in-replay refits cheap (ilucid.sim.estimates)
+        self.max_rounds = max_rounds
+        self.smoothing_rounds = smoothing_rounds
         self.columns: list[str] = []
         self.model: Any = None
 
@@ -148,7 +158,8 @@ class EbmDuration(_Saved):
         self.model = ExplainableBoostingRegressor(
             interactions=self.interactions,
             outer_bags=self.outer_bags,
-            max_rounds=1000,
+            max_rounds=self.max_rounds,
+            smoothing_rounds=self.smoothing_rounds,
             random_state=self.seed,
             n_jobs=self.n_jobs,
         )

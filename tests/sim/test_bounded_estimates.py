@@ -1,0 +1,97 @@
+"""Bounded refits inside a replay and the cheap predicted-start sampling (issue 15)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ilucid.core import Cluster, JobSpec, Scheduler, make_policy
+from ilucid.core.expected_start import FreeProfile, project_starts
+from ilucid.estimators.duration import EbmDuration, MedianDuration
+from ilucid.estimators.features import FeatureRow
+from ilucid.sim import simulate
+from ilucid.sim.estimates import REFIT_EBM, REFIT_WINDOW, WalkForwardEstimates, refit_estimator
+
+
+def test_refits_use_the_light_ebm_on_a_sliding_window() -> None:
+    model = refit_estimator("ebm")
+    assert isinstance(model, EbmDuration)
+    assert {k: getattr(model, k) for k in REFIT_EBM} == REFIT_EBM
+    assert WalkForwardEstimates([]).max_train == REFIT_WINDOW
+    assert isinstance(refit_estimator("user-median"), MedianDuration)
+
+
+class _Sized(MedianDuration):
+    sizes: ClassVar[list[int]] = []
+
+    def fit(self, rows: Sequence[FeatureRow], durations: Sequence[float]) -> None:
+        self.sizes.append(len(rows))
+        super().fit(rows, durations)
+
+
+def test_a_refit_learns_from_the_most_recent_finished_jobs_only() -> None:
+    jobs = [JobSpec(f"j{i}", i * 600.0, 1, 300.0) for i in range(3000)]
+    _Sized.sizes = []
+    annotator = WalkForwardEstimates(
+        jobs, retrain_every=86400.0, max_train=100, min_train=10, make=_Sized
+    )
+    simulate(jobs, Cluster.homogeneous(1, 8), make_policy("qssf"), annotator=annotator)
+    assert _Sized.sizes and max(_Sized.sizes) == 100
+    assert annotator.refits > len(_Sized.sizes)  # the first refits had too few jobs
+
+
+def _scan(times: list[float], free: list[int], gpus: int, duration: float) -> float | None:
+    """The first-fit search without the profile's floors (the reference)."""
+    start = 0
+    while start < len(times):
+        if free[start] < gpus:
+            start += 1
+            continue
+        end = times[start] + duration
+        probe = start + 1
+        while probe < len(times) and times[probe] < end and free[probe] >= gpus:
+            probe += 1
+        if probe >= len(times) or times[probe] >= end:
+            return times[start]
+        start = probe + 1
+    return None
+
+
+def test_search_floors_never_change_an_answer() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        total = rng.randint(1, 16)
+        ends, used = [], 0
+        for _ in range(rng.randint(0, 8)):
+            gpus = rng.randint(1, 4)
+            if used + gpus <= total:
+                ends.append((float(rng.randint(0, 500)), gpus))
+                used += gpus
+        profile = FreeProfile.from_running(0.0, total, ends)
+        for _ in range(rng.randint(1, 60)):
+            gpus = rng.randint(1, total)
+            duration = float(rng.choice([rng.randint(1, 300), rng.randint(1, 20), 50, 0.5]))
+            want = _scan(list(profile.times), list(profile.free), gpus, duration)
+            got = profile.earliest(gpus, duration)
+            assert got == want
+            if got is not None:
+                profile.reserve(got, gpus, duration)
+
+
+def test_expected_starts_skips_a_job_beyond_the_limit() -> None:
+    scheduler = Scheduler(Cluster.homogeneous(1, 4), make_policy("fifo"))
+    scheduler.submit(JobSpec("r", 0, 4, 1000, estimate=100), 0)
+    scheduler.schedule(0)
+    for i in range(5):
+        scheduler.submit(JobSpec(f"q{i}", 1 + i, 4, 10, estimate=10), 1 + i)
+    scheduler.schedule(10)
+    full = scheduler.expected_starts(10)
+    assert full == {"q0": 100.0, "q1": 110.0, "q2": 120.0, "q3": 130.0, "q4": 140.0}
+    assert scheduler.expected_starts(10, until="q2", limit=3) == {
+        "q0": 100.0,
+        "q1": 110.0,
+        "q2": 120.0,
+    }
+    assert scheduler.expected_starts(10, until="q3", limit=3) == {}
+    assert project_starts(FreeProfile.from_running(10.0, 4, [(100.0, 4)]), [], None) == {}
