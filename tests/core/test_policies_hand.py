@@ -465,7 +465,8 @@ HAND_TESTED = {
     "tiresias",
     "qssf",
     "lucid",
-    "ilucid",
+    "estimate-srtf",  # through estimate_srtf() below
+    "ilucid",  # the default profile: tests/core/test_default_profile.py
     "tiered",  # and static-partition:N: tests/core/test_tiers.py
 }
 

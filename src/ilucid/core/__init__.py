@@ -13,7 +13,7 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.policies import POLICIES, make_policy
-from ilucid.core.scheduler import Policy, ProfilingPolicy, Scheduler, SchedulerConfig
+from ilucid.core.scheduler import Policy, PolicyBase, Scheduler, SchedulerConfig
 
 __all__ = [
     "POLICIES",
@@ -28,9 +28,9 @@ __all__ = [
     "Node",
     "Placement",
     "Policy",
+    "PolicyBase",
     "PoolSpec",
     "ProfileReport",
-    "ProfilingPolicy",
     "Reason",
     "RestoreOverhead",
     "Scheduler",

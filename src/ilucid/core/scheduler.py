@@ -9,7 +9,7 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,7 +28,7 @@ from ilucid.core.model import (
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 
-__all__ = ["Policy", "ProfilingPolicy", "Scheduler", "SchedulerConfig", "SchedulingPass"]
+__all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
 
 
 def default_placer(cluster: Cluster) -> Placer:
@@ -242,7 +242,11 @@ class SchedulingPass:
 
 
 class Policy(Protocol):
-    """A scheduling policy: keeps its own ordering structures, decides during passes."""
+    """A scheduling policy: keeps its own ordering structures, decides during passes.
+
+    Every hook the core calls is declared here; :class:`PolicyBase` gives the
+    optional ones their neutral behaviour, so nothing is probed at run time.
+    """
 
     name: str
 
@@ -250,12 +254,24 @@ class Policy(Protocol):
 
     def on_started(self, job: JobState, now: float) -> None: ...
 
+    def on_adopted(self, job: JobState, now: float) -> None:
+        """A pending job found already running (a service restart) left the queue."""
+        ...
+
     def on_preempted(self, job: JobState, now: float) -> None: ...
 
     def on_finished(self, job: JobState, now: float) -> None: ...
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
         """A pending job left without running (cancelled)."""
+        ...
+
+    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
+        """A profiling run ended with ``report`` (profiling policies only)."""
+        ...
+
+    def on_forecast(self, forecast: Forecast, now: float) -> None:
+        """A new load forecast for the policy's tuner, if it has one."""
         ...
 
     def schedule(self, step: SchedulingPass) -> None: ...
@@ -268,13 +284,56 @@ class Policy(Protocol):
         """1-based position of a pending job in the policy's order."""
         ...
 
+    def pending_order(self) -> Iterable[JobState] | None:
+        """Pending jobs in the order the policy serves them; None: oldest first."""
+        ...
 
-class ProfilingPolicy(Policy, Protocol):
-    """A policy that profiles new jobs and adapts to a load forecast (Lucid)."""
+    def wait_code(self, job: JobState) -> str | None:
+        """The policy's own countable code for why ``job`` waits; None: the core's."""
+        ...
 
-    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None: ...
+    def explain_wait(self, job: JobState, now: float) -> str | None:
+        """The policy's own sentence for why ``job`` waits; None: the core's."""
+        ...
 
-    def on_forecast(self, forecast: Forecast, now: float) -> None: ...
+    @property
+    def tuner_log(self) -> Sequence[object]:
+        """Actions the policy's tuner took, each with the forecast behind it."""
+        ...
+
+
+class PolicyBase:
+    """Neutral behaviour of the optional hooks of :class:`Policy`."""
+
+    name: str
+
+    def on_started(self, job: JobState, now: float) -> None:
+        raise NotImplementedError
+
+    def on_adopted(self, job: JobState, now: float) -> None:
+        self.on_started(job, now)
+
+    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
+        raise ValueError(f"policy {self.name} does not profile jobs")
+
+    def on_forecast(self, forecast: Forecast, now: float) -> None:
+        return None
+
+    def next_wakeup(self, now: float) -> float | None:
+        return None
+
+    def pending_order(self) -> Iterable[JobState] | None:
+        return None
+
+    def wait_code(self, job: JobState) -> str | None:
+        return None
+
+    def explain_wait(self, job: JobState, now: float) -> str | None:
+        return None
+
+    @property
+    def tuner_log(self) -> Sequence[object]:
+        return ()
 
 
 class Scheduler:
@@ -335,8 +394,7 @@ class Scheduler:
         self.free.take(placement)
         job.start(placement, now)
         # policies that dequeue jobs inside their pass need to be told it left the queue
-        on_adopted = getattr(self.policy, "on_adopted", self.policy.on_started)
-        on_adopted(job, now)
+        self.policy.on_adopted(job, now)
         self.pending_count -= 1
 
     def requeue(self, job_id: str, now: float) -> None:
@@ -387,17 +445,12 @@ class Scheduler:
         job.stop(now, self.config.overhead.for_job(job.spec))
         job.preemptions -= 1  # leaving the profiler is not a preemption
         self.pending_count += 1
-        on_profiled = getattr(self.policy, "on_profiled", None)
-        if on_profiled is None:
-            raise ValueError(f"policy {self.policy.name} does not profile jobs")
-        on_profiled(job, report, now)
+        self.policy.on_profiled(job, report, now)
         return job
 
     def forecast(self, forecast: Forecast, now: float) -> None:
         """A new load forecast; policies without a tuner ignore it."""
-        on_forecast = getattr(self.policy, "on_forecast", None)
-        if on_forecast is not None:
-            on_forecast(forecast, now)
+        self.policy.on_forecast(forecast, now)
 
     # -- questions ---------------------------------------------------------------
     def pending(self) -> Iterable[JobState]:
@@ -406,11 +459,9 @@ class Scheduler:
     def wait_code(self, job_id: str) -> str:
         """A countable code for why a pending job is not running (cheap: no node scan)."""
         job = self.jobs[job_id]
-        code = getattr(self.policy, "wait_code", None)
-        if code is not None:
-            special = code(job)
-            if special is not None:
-                return str(special)
+        special = self.policy.wait_code(job)
+        if special is not None:
+            return special
         if self.free.pool_free.get(MAIN_POOL, 0) < job.spec.num_gpus:
             return "InsufficientGpus"
         if self.placer.place(job.spec, self.free) is None:
@@ -427,7 +478,7 @@ class Scheduler:
         ``until`` is placed beyond ``limit`` in that order the projection would
         stop before reaching it, so nothing is projected (an empty dict).
         """
-        order = getattr(self.policy, "pending_order", None)
+        order = self.policy.pending_order()
         target = self.jobs.get(until) if until is not None else None
         if order is not None and target is not None and target.status is JobStatus.PENDING:
             position = self.policy.queue_position(target, now)
@@ -447,7 +498,7 @@ class Scheduler:
             ends.append((now + left, job.placement.num_gpus))
         profile = FreeProfile.from_running(now, self.cluster.total_gpus, ends)
         pending = (
-            order()
+            order
             if order is not None
             else sorted(self.pending(), key=lambda j: (j.spec.submit_time, j.seq))
         )
@@ -464,8 +515,7 @@ class Scheduler:
             return f"{job_id} is {job.status.value}"
         position = self.policy.queue_position(job, now)
         where = f" (position {position} in {self.policy.name} order)" if position else ""
-        explain_wait = getattr(self.policy, "explain_wait", None)
-        special = explain_wait(job) if explain_wait is not None else None
+        special = self.policy.explain_wait(job, now)
         if special is not None:
             return f"pending{where}: {special}"
         if self.placer.place(job.spec, self.free) is None:

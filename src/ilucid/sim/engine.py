@@ -433,7 +433,7 @@ def simulate(
         events=events,
         wall_s=time.perf_counter() - wall_start,
         busy_gpu_seconds=busy_total,
-        tuner_log=list(getattr(policy, "tuner_log", [])),
+        tuner_log=list(policy.tuner_log),
         story=story,
         waits=waits,
         pool_gpu_seconds=pool_gpu_s,

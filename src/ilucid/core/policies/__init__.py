@@ -1,9 +1,20 @@
-"""Policy registry: names users type on the command line, mapped to policy factories."""
+"""The profile registry: one entry per name a user types, with its plugins and needs.
+
+Each entry is a :class:`~ilucid.core.framework.Profile` (the plugins it is made
+of, with their arguments, and what it needs from its driver) plus the function
+that builds its policy. Drivers ask the registry, never a list of their own:
+the simulator whether to supply estimates or a profiler, the service whether a
+profile may run live.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from ilucid.core.framework import ExtensionPoint, Needs, PluginRef, Profile
+from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.ordered import OrderedPolicy, fifo_key, qssf_key, sjf_key
 from ilucid.core.policies.preemptive import ReplanningPolicy, estimate_srtf, srtf, tiresias
@@ -11,72 +22,249 @@ from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.scheduler import Policy
 
 __all__ = [
+    "DEFAULT_PROFILE",
     "NEEDS_ESTIMATES",
     "POLICIES",
+    "PROFILES",
     "PROFILING_POLICIES",
+    "BuildOptions",
+    "DefaultConfig",
+    "DefaultPolicy",
     "LucidConfig",
     "LucidPolicy",
     "OrderedPolicy",
+    "ProfileEntry",
     "ReplanningPolicy",
     "TierConfig",
     "TieredPolicy",
     "is_known",
     "make_policy",
     "needs_estimates",
+    "profile_entry",
 ]
 
-#: Policies that order jobs by a duration estimate the driver must supply.
-NEEDS_ESTIMATES = frozenset({"qssf", "lucid", "ilucid", "tiered", "static-partition"})
-#: Policies that profile new jobs and tune themselves from a load forecast.
-PROFILING_POLICIES = frozenset({"lucid"})
+#: The profile ``serve`` and ``simulate`` run when none is named.
+DEFAULT_PROFILE = "ilucid"
+
+Q, A, P, PR, PK, S = (
+    ExtensionPoint.QUEUE_ORDER,
+    ExtensionPoint.ADMISSION,
+    ExtensionPoint.PREEMPTION,
+    ExtensionPoint.PROFILING,
+    ExtensionPoint.PACKING,
+    ExtensionPoint.STARVATION_GUARD,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    """Arguments a driver may pass to a profile's builder (None: the profile's default)."""
+
+    tiresias_interval: float | None = None
+    tiresias_threshold: float | None = None
+    tiers: TierConfig | None = None
+    default: DefaultConfig | None = None
+    lucid: LucidConfig | None = None
+    static_nodes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileEntry:
+    profile: Profile
+    build: Callable[[BuildOptions], Policy] = field(repr=False)
+
+
+def _tiresias(options: BuildOptions) -> Policy:
+    threshold = 18000.0 if options.tiresias_threshold is None else options.tiresias_threshold
+    interval = 60.0 if options.tiresias_interval is None else options.tiresias_interval
+    return tiresias(thresholds=(threshold,), interval=interval)
+
+
+def _ordered(name: str, key: str, backfill: bool = False) -> ProfileEntry:
+    keys = {"fifo": fifo_key, "sjf": sjf_key, "qssf": qssf_key}
+    plugins = [PluginRef(Q, key), PluginRef(A, "head-of-line" if not backfill else "easy-backfill")]
+    needs = Needs(estimates=key == "qssf", oracle=key == "sjf", live=key != "sjf")
+    summary = {
+        "fifo": "submit order; stops at the first job that does not fit",
+        "sjf": "true duration (oracle); stops at the first job that does not fit",
+        "qssf": "estimated duration x GPUs (Helios); stops at the first job that does not fit",
+    }[key]
+    if backfill:
+        summary = summary.split(";")[0] + "; EASY backfilling around the head job's reservation"
+    return ProfileEntry(
+        Profile(name, summary, tuple(plugins), needs),
+        lambda _: OrderedPolicy(name, keys[key], backfill=backfill),
+    )
+
+
+def _tiered(options: BuildOptions) -> Policy:
+    if options.static_nodes:
+        base = options.tiers or TierConfig()
+        return TieredPolicy(dataclasses.replace(base, static_inference_nodes=options.static_nodes))
+    return TieredPolicy(options.tiers) if options.tiers is not None else TieredPolicy()
+
+
+_ENTRIES = [
+    _ordered("fifo", "fifo"),
+    _ordered("sjf", "sjf"),
+    _ordered("fifo-backfill", "fifo", backfill=True),
+    _ordered("sjf-backfill", "sjf", backfill=True),
+    _ordered("qssf", "qssf"),
+    ProfileEntry(
+        Profile(
+            "lucid",
+            "Lucid (ASPLOS'23): profiling pool, estimated GPU-seconds order, indolent packing,"
+            " forecast-driven tuner",
+            (
+                PluginRef(PR, "profiling-pool", {"limit_s": 300.0, "max_gpus": 8}),
+                PluginRef(Q, "estimated-gpu-seconds"),
+                PluginRef(PK, "indolent", {"max_score": 2.0}),
+            ),
+            Needs(estimates=True, profiler=True),
+        ),
+        lambda o: LucidPolicy(o.lucid or LucidConfig(), "lucid"),
+    ),
+    ProfileEntry(
+        Profile(
+            "estimate-srtf",
+            "preemptive shortest estimated remaining time, aged 0.2 s per second waited",
+            (
+                PluginRef(Q, "estimated-remaining", {"aging": 0.2}),
+                PluginRef(P, "replan", {"restore_aware": True}),
+            ),
+            Needs(estimates=True),
+        ),
+        # aging 0.2: measured p99.9 queueing on ITP cluster04 7.5k s vs 16.3k s without
+        lambda _: estimate_srtf("estimate-srtf", aging=0.2),
+    ),
+    ProfileEntry(
+        Profile(
+            "srtf",
+            "preemptive shortest true remaining time (oracle)",
+            (PluginRef(Q, "true-remaining"), PluginRef(P, "replan")),
+            Needs(oracle=True, live=False),
+        ),
+        lambda _: srtf(),
+    ),
+    ProfileEntry(
+        Profile(
+            "tiresias",
+            "2D-LAS: queue by attained GPU-seconds (18,000 split), FIFO inside; re-plans"
+            " every 60 s",
+            (
+                PluginRef(Q, "las", {"threshold": 18000.0, "interval_s": 60.0}),
+                PluginRef(P, "replan"),
+            ),
+        ),
+        _tiresias,
+    ),
+    ProfileEntry(
+        Profile(
+            "tiered",
+            "inference first with a 20% training reserve; tenant quotas and weighted fair share;"
+            " drains nodes for jobs waiting 24 h",
+            (
+                PluginRef(A, "training-reserve", {"reserve": 0.2}),
+                PluginRef(A, "tenant-quota"),
+                PluginRef(P, "least-loss", {"for": "inference"}),
+                PluginRef(Q, "estimated-gpu-seconds"),
+                PluginRef(S, "drain", {"after_s": 86400.0}),
+            ),
+            Needs(estimates=True),
+        ),
+        _tiered,
+    ),
+    ProfileEntry(
+        Profile(
+            "static-partition",
+            "as tiered, but inference only on the last N nodes (static-partition:N); no"
+            " preemption (a baseline)",
+            (PluginRef(A, "static-partition"), PluginRef(Q, "estimated-gpu-seconds")),
+            Needs(estimates=True, live=False),
+        ),
+        _tiered,
+    ),
+    ProfileEntry(
+        Profile(
+            DEFAULT_PROFILE,
+            "the default: starvation guard; inference first with a 20% training reserve;"
+            " preemptive re-plan by attained-GPU-seconds level, then estimated remaining time",
+            (
+                PluginRef(S, "wait-bound", {"after_s": 86400.0}),
+                PluginRef(A, "training-reserve", {"reserve": 0.2}),
+                PluginRef(A, "tenant-quota"),
+                PluginRef(P, "least-loss", {"for": "inference"}),
+                PluginRef(Q, "leveled-estimate", {"levels": "1800,18000,180000"}),
+                PluginRef(P, "replan", {"restore_aware": True, "lead_per_error": 0.0}),
+            ),
+            Needs(estimates=True),
+        ),
+        lambda o: DefaultPolicy(o.default),
+    ),
+]
+
+#: Every profile by name.
+PROFILES: dict[str, ProfileEntry] = {e.profile.name: e for e in _ENTRIES}
+
+
+#: Names that build a policy with no argument (``static-partition`` needs ``:N``).
+def _no_arguments(entry: ProfileEntry) -> Callable[[], Policy]:
+    return lambda: entry.build(BuildOptions())
+
 
 POLICIES: dict[str, Callable[[], Policy]] = {
-    "fifo": lambda: OrderedPolicy("fifo", fifo_key),
-    "sjf": lambda: OrderedPolicy("sjf", sjf_key),
-    "fifo-backfill": lambda: OrderedPolicy("fifo-backfill", fifo_key, backfill=True),
-    "sjf-backfill": lambda: OrderedPolicy("sjf-backfill", sjf_key, backfill=True),
-    "qssf": lambda: OrderedPolicy("qssf", qssf_key),
-    "lucid": lambda: LucidPolicy(LucidConfig(), "lucid"),
-    # aging 0.2: a waiting job's estimated remaining time drops 0.2 s per second waited
-    # (measured: p99.9 queueing on ITP cluster04 7.5k s vs 16.3k s without, mean JCT equal)
-    "ilucid": lambda: estimate_srtf("ilucid", aging=0.2),
-    "srtf": srtf,
-    "tiresias": tiresias,
-    # inference first with a 20% training reserve, tenant quotas and fair share (issue 4)
-    "tiered": lambda: TieredPolicy(),
+    name: _no_arguments(entry) for name, entry in PROFILES.items() if name != "static-partition"
 }
 
+#: Profiles that order jobs by a duration estimate the driver must supply.
+NEEDS_ESTIMATES = frozenset(n for n, e in PROFILES.items() if e.profile.needs.estimates)
+#: Profiles that profile new jobs and tune themselves from a load forecast.
+PROFILING_POLICIES = frozenset(n for n, e in PROFILES.items() if e.profile.needs.profiler)
 
-def make_policy(
-    name: str, tiresias_interval: float | None = None, tiresias_threshold: float | None = None
-) -> Policy:
-    """Build a policy by name; unknown names list the known ones."""
-    if name == "tiresias" and (tiresias_interval is not None or tiresias_threshold is not None):
-        return tiresias(
-            thresholds=(18000.0 if tiresias_threshold is None else tiresias_threshold,),
-            interval=60.0 if tiresias_interval is None else tiresias_interval,
-        )
-    if name.startswith("static-partition"):
-        _, _, count = name.partition(":")
+
+def profile_entry(name: str) -> ProfileEntry:
+    """The registry entry of ``name`` (``static-partition:N`` -> ``static-partition``)."""
+    base, _, count = name.partition(":")
+    if base == "static-partition":
         if not count.isdigit() or int(count) < 1:
             raise ValueError(
                 f"{name!r}: say how many nodes serve inference only, e.g. static-partition:4"
             )
-        return TieredPolicy(TierConfig(static_inference_nodes=int(count)))
-    try:
-        factory = POLICIES[name]
-    except KeyError:
-        known = ", ".join(POLICIES)
-        raise ValueError(f"unknown policy {name!r}; known policies: {known}") from None
-    return factory()
+        return PROFILES[base]
+    entry = PROFILES.get(name)
+    if entry is None:
+        known = ", ".join(n if n != "static-partition" else "static-partition:N" for n in PROFILES)
+        raise ValueError(f"unknown policy {name!r}; known policies: {known}")
+    return entry
+
+
+def make_policy(
+    name: str,
+    tiresias_interval: float | None = None,
+    tiresias_threshold: float | None = None,
+    tiers: TierConfig | None = None,
+    default: DefaultConfig | None = None,
+) -> Policy:
+    """Build a profile's policy by name; unknown names list the known ones."""
+    entry = profile_entry(name)
+    _, _, count = name.partition(":")
+    options = BuildOptions(
+        tiresias_interval=tiresias_interval,
+        tiresias_threshold=tiresias_threshold,
+        tiers=tiers,
+        default=default,
+        static_nodes=int(count) if count else 0,
+    )
+    return entry.build(options)
 
 
 def is_known(name: str) -> bool:
-    """Whether ``name`` is a registered policy or ``static-partition:N``."""
-    base, _, count = name.partition(":")
-    if base == "static-partition":
-        return count.isdigit() and int(count) > 0
-    return name in POLICIES
+    """Whether ``name`` is a registered profile or ``static-partition:N``."""
+    try:
+        profile_entry(name)
+    except ValueError:
+        return False
+    return True
 
 
 def needs_estimates(name: str) -> bool:

@@ -29,7 +29,7 @@ from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
 from ilucid.core.placement import allowed_types
-from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
 __all__ = ["PROFILER_POOL", "LucidConfig", "LucidPolicy", "TunerAction"]
 
@@ -75,7 +75,7 @@ class _State:
     pairs: dict[int, JobState] = field(default_factory=dict)
 
 
-class LucidPolicy:
+class LucidPolicy(PolicyBase):
     """See the module docstring."""
 
     def __init__(self, config: LucidConfig | None = None, name: str = "lucid") -> None:
@@ -91,10 +91,14 @@ class LucidPolicy:
         self._packable: dict[int, dict[int, JobState]] = {}  # GPUs -> seq -> running job
         self.packing_on = self.config.packing
         self.profiler_target = self.config.profiler_nodes
-        self.tuner_log: list[TunerAction] = []
+        self.tuner_actions: list[TunerAction] = []
         self._pool_ready = False
         self._pending_forecast: tuple[Forecast, float] | None = None
         self._marked: frozenset[int] | None = None  # nodes labelled PROFILER_LABEL
+
+    @property
+    def tuner_log(self) -> list[TunerAction]:
+        return self.tuner_actions
 
     # -- helpers -----------------------------------------------------------------
     def estimate_of(self, job: JobState) -> float:
@@ -190,7 +194,7 @@ class LucidPolicy:
             want = load >= self.config.pack_when_load_above
             if want != self.packing_on:
                 self.packing_on = want
-                self.tuner_log.append(
+                self.tuner_actions.append(
                     TunerAction(
                         now,
                         "packing on" if want else "packing off",
@@ -205,7 +209,7 @@ class LucidPolicy:
         target = math.ceil(gpu_seconds_to_profile / 3600.0 / per_node)
         target = max(self.config.profiler_min_nodes, min(self.config.profiler_max_nodes, target))
         if target != self.profiler_target:
-            self.tuner_log.append(
+            self.tuner_actions.append(
                 TunerAction(
                     now,
                     f"profiler {self.profiler_target} -> {target} nodes",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ilucid.core.jobs import JobState
 from ilucid.core.model import DEFAULT_ESTIMATE_S
-from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
 __all__ = ["DEFAULT_ESTIMATE_S", "OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
 
@@ -36,7 +36,7 @@ def sjf_key(job: JobState) -> tuple[float, ...]:
     return (job.spec.duration, job.seq)
 
 
-class OrderedPolicy:
+class OrderedPolicy(PolicyBase):
     """Start jobs in a static order; never preempt."""
 
     def __init__(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.scheduler import PolicyBase, SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
 
 __all__ = [
@@ -216,7 +216,7 @@ class EstimateOrder:
             del self._run_times[bisect.bisect_left(self._run_times, old)]
 
 
-class ReplanningPolicy:
+class ReplanningPolicy(PolicyBase):
     """Greedy quota re-planning over a dynamic order (see module docstring)."""
 
     def __init__(self, name: str, order: ReplanOrder, interval: float = 0.0) -> None:
@@ -384,7 +384,7 @@ class ReplanningPolicy:
         if not self._dirty:
             return
         self._dirty = False
-        quota = float(step.free.cluster.total_gpus)
+        quota = self._capacity(step)
         running = self._running
         chosen: list[Entry] = []
         victims: list[Entry] = []
@@ -405,7 +405,7 @@ class ReplanningPolicy:
                         victims.append(entry)
             if candidate is None:
                 break
-            if candidate[-1] <= quota:
+            if candidate[-1] <= quota and self._admissible(candidate, step):
                 chosen.append(candidate)
                 quota -= candidate[-1]
             low = high
@@ -419,7 +419,19 @@ class ReplanningPolicy:
                 jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs"
             )
         for entry in chosen:
-            step.try_start(jobs[int(entry[-2])], f"{self.name}: within the GPU quota in its order")
+            self._start(step, jobs[int(entry[-2])])
+
+    # -- extension hooks (the default profile fills them in) -------------------------
+    def _capacity(self, step: SchedulingPass) -> float:
+        """GPUs the walk hands out: the whole cluster."""
+        return float(step.free.cluster.total_gpus)
+
+    def _admissible(self, entry: Entry, step: SchedulingPass) -> bool:
+        """Whether the walk may choose the pending job of ``entry`` (admission filters)."""
+        return True
+
+    def _start(self, step: SchedulingPass, job: JobState) -> bool:
+        return step.try_start(job, f"{self.name}: within the GPU quota in its order")
 
 
 def estimate_srtf(

@@ -30,27 +30,21 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import Reason
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
-from ilucid.core.model import JobClass, Placement
+from ilucid.core.model import JobClass
 from ilucid.core.policies.draining import Drainer
+from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL, InferenceTier
 from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
-from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
 __all__ = ["INFERENCE_POOL", "TierConfig", "TieredPolicy"]
-
-#: Pool of the static-partitioning baseline's inference nodes.
-INFERENCE_POOL = "inference"
-#: Nodes drained for a job that has waited too long.
-#: Nodes hosting inference services (training uses them only as a fallback).
-SERVING_POOL = "serving"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +89,7 @@ class TierConfig:
             raise ValueError(f"preemption_limit must be >= 0, got {self.preemption_limit}")
 
 
-class TieredPolicy:
+class TieredPolicy(PolicyBase):
     """Inference first, training reserve, tenant guarantees, weighted fair share."""
 
     def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
@@ -103,21 +97,23 @@ class TieredPolicy:
         self.static = self.config.static_inference_nodes > 0
         self.name = name or ("static-partition" if self.static else "tiered")
         self.quotas = QuotaBook(self.config.quotas)
-        self._inference: list[JobState] = []  # pending, oldest first
-        self._inference_used = 0
         self._pending: dict[str, TenantQueue] = {}
         self._key: dict[int, Entry] = {}
         self._jobs: dict[int, JobState] = {}
         self._running: dict[int, JobState] = {}  # training and best-effort
         self._why: dict[int, Reason] = {}
+        self.inference = InferenceTier(
+            self.config.reserve_training,
+            self._why,
+            static=self.static,
+            preempts=self.config.inference_preempts,
+            preemption_limit=self.config.preemption_limit,
+        )
         self._pools_set = False
         config = self.config
         self.drainer = Drainer(
             config.starve_after_s, config.drain_depth, config.scan_depth, config.drain_renewals
         )
-        self._inference_on: dict[int, int] = {}  # node index -> GPUs inference holds there
-        self._serving: dict[int, Placement] = {}  # running inference jobs' placements
-        self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
 
     # -- bookkeeping -----------------------------------------------------------
     def _entry(self, job: JobState) -> Entry:
@@ -138,30 +134,17 @@ class TieredPolicy:
         self._pending[job.spec.tenant].remove(bucket_of(job.spec), self._key[job.seq])
         self.drainer.stopped_waiting(job.seq)
 
-    def _count_inference(self, job: JobState, sign: int) -> None:
-        if sign > 0:
-            assert job.placement is not None
-            self._serving[job.seq] = job.placement
-        placement = self._serving[job.seq] if sign > 0 else self._serving.pop(job.seq)
-        for index, count in placement.parts:
-            left = self._inference_on.get(index, 0) + sign * count
-            self._inference_on[index] = left
-            if not left:
-                self._vacated.add(index)
-
     def on_submitted(self, job: JobState, now: float) -> None:
         self._jobs[job.seq] = job
         if job.spec.job_class is JobClass.INFERENCE:
-            self._inference.append(job)
+            self.inference.submitted(job)
         else:
             self._queue(job)
 
     def on_started(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
         if job.spec.job_class is JobClass.INFERENCE:
-            self._inference.remove(job)
-            self._inference_used += job.spec.num_gpus
-            self._count_inference(job, +1)
+            self.inference.started(job)
             return
         self._unqueue(job)
         self._running[job.seq] = job
@@ -176,7 +159,7 @@ class TieredPolicy:
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
         if job.spec.job_class is JobClass.INFERENCE:
-            self._inference.remove(job)
+            self.inference.withdrawn(job)
         else:
             self._unqueue(job)
         del self._jobs[job.seq]
@@ -187,8 +170,7 @@ class TieredPolicy:
         del self._jobs[job.seq]
         self._key.pop(job.seq, None)
         if job.spec.job_class is JobClass.INFERENCE:
-            self._inference_used -= job.spec.num_gpus
-            self._count_inference(job, -1)
+            self.inference.finished(job)
             return
         del self._running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
@@ -199,7 +181,7 @@ class TieredPolicy:
     # -- questions ---------------------------------------------------------------
     def pending_order(self) -> Iterator[JobState]:
         """Pending jobs in the order a pass considers them (fair share left aside)."""
-        yield from list(self._inference)
+        yield from list(self.inference.pending)
         for entry in heapq.merge(*(queue.in_order() for queue in self._pending.values())):
             yield self._jobs[entry[2]]
 
@@ -207,10 +189,10 @@ class TieredPolicy:
         if job.status is not JobStatus.PENDING:
             return None
         if job.spec.job_class is JobClass.INFERENCE:
-            return 1 + self._inference.index(job)
+            return 1 + self.inference.pending.index(job)
         key = self._key[job.seq]
         ahead = sum(queue.ahead_of(key) for queue in self._pending.values())
-        return 1 + len(self._inference) + ahead
+        return 1 + len(self.inference.pending) + ahead
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq)
@@ -219,24 +201,22 @@ class TieredPolicy:
         reason = self._reason(job)
         return reason.code if reason is not None else None
 
-    def explain_wait(self, job: JobState) -> str | None:
+    def explain_wait(self, job: JobState, now: float) -> str | None:
         reason = self._reason(job)
         return reason.message if reason is not None else None
 
     def inference_limit(self, total_gpus: int) -> int:
         """Most GPUs inference may hold: the rest is the training reserve."""
-        if self.static:
-            return total_gpus
-        return math.floor((1.0 - self.config.reserve_training) * total_gpus + 1e-9)
+        return self.inference.limit(total_gpus)
 
     # -- decisions -----------------------------------------------------------------
     def schedule(self, step: SchedulingPass) -> None:
         if self.static and not self._pools_set:
             self._set_pools(step)
-        if self._vacated:
-            self._settle_serving_pool(step)
-        if self._inference:
-            self._admit_inference(step)
+        if self.inference.pending:
+            self.inference.admit(step, self._running.values)
+        else:
+            self.inference.settle(step)
         if self.config.quotas:
             self._reclaim_guarantees(step)
         if self._pending:
@@ -253,114 +233,6 @@ class TieredPolicy:
         for index in range(nodes - self.config.static_inference_nodes, nodes):
             free.set_pool(index, INFERENCE_POOL)
         self._pools_set = True
-
-    def _admit_inference(self, step: SchedulingPass) -> None:
-        total = step.free.cluster.total_gpus
-        limit = self.inference_limit(total)
-        reserve = self.config.reserve_training
-        for job in list(self._inference):
-            gpus = job.spec.num_gpus
-            if self._inference_used + gpus > limit:
-                self._why[job.seq] = Reason(
-                    "TrainingReserve",
-                    f"inference holds {self._inference_used}/{total} GPUs; starting it would"
-                    f" break the {reserve:.0%} reserve kept for training",
-                    {"inference_gpus": float(self._inference_used), "limit": float(limit)},
-                )
-                continue
-            if self.static:
-                if not step.try_start(job, "inference: starts at once in its pool", INFERENCE_POOL):
-                    self._why[job.seq] = Reason(
-                        "InferencePoolFull",
-                        f"no {gpus} free GPU(s) among the {INFERENCE_POOL} nodes",
-                        {"needs": float(gpus)},
-                    )
-                continue
-            if not self._place_inference(step, job):
-                spared = self._spared()
-                self._why[job.seq] = Reason(
-                    "NoPreemptible",
-                    "no free GPUs, and preempting training or best-effort jobs frees none"
-                    " that it could use"
-                    + (
-                        f" ({spared} training job(s) spared: preempted"
-                        f" {self.config.preemption_limit} time(s) already)"
-                        if spared
-                        else ""
-                    ),
-                )
-
-    def _place_inference(self, step: SchedulingPass, job: JobState) -> bool:
-        """Start an inference job now, keeping services together.
-
-        Nodes hosting inference form the serving pool, which training uses only
-        when nothing fits elsewhere. The ladder: free GPUs on a serving node;
-        free GPUs elsewhere (that node joins the serving pool); preempting
-        training on a serving node (cheapest victims); preempting training
-        elsewhere. Long-lived services thus leave training whole nodes, as a
-        static partition would, without a fixed boundary; and no training work
-        is lost while a free GPU exists anywhere (measured on Philly + DLRM:
-        preemptions 195 -> 101, lost work 31.8 -> 1.8 GPU-h, training mean JCT
-        273k -> 244k s, inference p99 still 0 s).
-        """
-        if step.try_start(job, "inference: starts at once next to other services", SERVING_POOL):
-            return True
-        if step.try_start(job, "inference: starts at once on free GPUs", MAIN_POOL):
-            assert job.placement is not None
-            for index in job.placement.node_indices:
-                step.free.set_pool(index, SERVING_POOL)
-            return True
-        preempts = self.config.inference_preempts
-        if preempts and self._preempt_for(step, job, SERVING_POOL):
-            return True
-        return preempts and self._preempt_for(step, job, MAIN_POOL)
-
-    def _may_be_victim(self, job: JobState) -> bool:
-        limit = self.config.preemption_limit
-        return (
-            limit is None or job.spec.job_class is not JobClass.TRAINING or job.preemptions < limit
-        )
-
-    def _spared(self) -> int:
-        """Running training jobs the preemption limit keeps from being victims."""
-        if self.config.preemption_limit is None or not self.config.inference_preempts:
-            return 0
-        return sum(1 for j in self._running.values() if not self._may_be_victim(j))
-
-    def _preempt_for(self, step: SchedulingPass, job: JobState, pool: str) -> bool:
-        candidates: Iterable[JobState] = self._running.values()
-        if self.config.preemption_limit is not None:
-            candidates = [j for j in candidates if self._may_be_victim(j)]
-        victims = choose_victims(
-            job.spec, candidates, step.free, step.placer, step.now, step.config, pool
-        )
-        if victims is None:
-            return False
-        total = step.free.cluster.total_gpus
-        held = self._inference_used + job.spec.num_gpus
-        for victim in victims:
-            step.preempt(
-                victim.job,
-                f"preempted by inference job {job.spec.id} to start it now;"
-                f" {self.config.reserve_training:.0%} reserve for training kept (inference"
-                f" would hold {held}/{total} GPUs)",
-            )
-        why = f"inference: started by preempting {len(victims)} job(s)"
-        started = step.try_start(job, why, pool)
-        assert started, "victims were chosen so that the job fits"
-        if pool == MAIN_POOL:
-            assert job.placement is not None
-            for index in job.placement.node_indices:
-                step.free.set_pool(index, SERVING_POOL)
-        return True
-
-    def _settle_serving_pool(self, step: SchedulingPass) -> None:
-        """Nodes whose last inference service ended go back to the main pool."""
-        free = step.free
-        for index in self._vacated:
-            if free.pool_of[index] == SERVING_POOL and not self._inference_on.get(index, 0):
-                free.set_pool(index, MAIN_POOL)
-        self._vacated.clear()
 
     def _start_training(self, step: SchedulingPass, job: JobState, why: str) -> bool:
         """Training goes to the main pool first, onto serving nodes only as a fallback."""
