@@ -19,6 +19,11 @@ from ilucid.core.policies import DefaultConfig, DefaultPolicy
 from ilucid.sim import JobRecord, simulate
 
 
+#: re-plan at every event, so the times below are the events' own (the default waits
+#: for the next 60 s boundary: see test_training_is_replanned_on_60_s_boundaries)
+EVERY_EVENT = DefaultConfig(replan_interval_s=0.0)
+
+
 def job(
     job_id: str,
     submit: float,
@@ -33,7 +38,7 @@ def job(
 def run(
     jobs: Sequence[JobSpec], cluster: Cluster, config: DefaultConfig | None = None
 ) -> dict[str, tuple[float, float, int]]:
-    result = simulate(jobs, cluster, DefaultPolicy(config))
+    result = simulate(jobs, cluster, DefaultPolicy(config or EVERY_EVENT))
     records: dict[str, JobRecord] = {r.id: r for r in result.records}
     assert len(records) == len(jobs)
     return {i: (r.end - r.submit, r.first_start, r.preemptions) for i, r in records.items()}
@@ -78,7 +83,7 @@ def test_the_starvation_guard_serves_a_job_that_waited_too_long() -> None:
         job("y", 500, 1, 600, 600),
         job("z", 1100, 1, 600, 600),
     ]
-    config = DefaultConfig(starve_after_s=1000.0)
+    config = DefaultConfig(starve_after_s=1000.0, replan_interval_s=0.0)
     assert run(jobs, Cluster.homogeneous(1, 1), config) == {
         "x": (600, 0, 0),
         "L": (3000, 1010, 0),
@@ -104,7 +109,8 @@ def test_inference_preempts_training_and_training_keeps_the_reserve() -> None:
 
 def test_why_pending_names_the_starvation_guard_and_the_start_reason_names_the_level() -> None:
     scheduler = Scheduler(
-        Cluster.homogeneous(1, 1), DefaultPolicy(DefaultConfig(starve_after_s=50))
+        Cluster.homogeneous(1, 1),
+        DefaultPolicy(DefaultConfig(starve_after_s=50, replan_interval_s=0.0)),
     )
     scheduler.submit(job("a", 0, 1, 1000, 1000), 0)
     first = scheduler.schedule(0)
@@ -126,6 +132,22 @@ def test_why_pending_names_the_starvation_guard_and_the_start_reason_names_the_l
             "ilucid: served first by the starvation guard, estimated 5,000 s x 1 GPU(s) left"
         )
     )
+
+
+def test_training_is_replanned_on_60_s_boundaries_and_inference_at_once() -> None:
+    # default replan_interval_s = 60. a(t=10, 1g, 100s) waits for t=60 and ends at 160.
+    # i(t=70, inference, 1g, 50s) starts at once on the free GPU and ends at 120.
+    # b(t=130, 1g, 100s) waits for t=180: 1 GPU is free then (a still runs), ends at 280.
+    jobs = [
+        job("a", 10, 1, 100, 100),
+        job("i", 70, 1, 50, 50, JobClass.INFERENCE),
+        job("b", 130, 1, 100, 100),
+    ]
+    assert run(jobs, Cluster.homogeneous(1, 2), DefaultConfig()) == {
+        "a": (150, 60, 0),
+        "i": (50, 70, 0),
+        "b": (150, 180, 0),
+    }
 
 
 def test_the_registry_builds_the_default_profile_by_name() -> None:

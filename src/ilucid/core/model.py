@@ -110,6 +110,11 @@ class Cluster:
     """An ordered collection of nodes; node order breaks placement ties deterministically."""
 
     nodes: tuple[Node, ...]
+    #: the GPU count, computed once: a replay asks for it at every submission
+    _total_gpus: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_total_gpus", sum(n.num_gpus for n in self.nodes))
 
     @classmethod
     def homogeneous(
@@ -132,7 +137,7 @@ class Cluster:
 
     @property
     def total_gpus(self) -> int:
-        return sum(n.num_gpus for n in self.nodes)
+        return self._total_gpus
 
     @property
     def max_gpus_per_node(self) -> int:

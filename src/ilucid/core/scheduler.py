@@ -9,7 +9,7 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,20 +100,26 @@ class SchedulingPass:
         return self._scheduler.config
 
     def try_start(
-        self, job: JobState, why: str, pool: str = MAIN_POOL, limit_s: float | None = None
+        self,
+        job: JobState,
+        why: str | Callable[[], str],
+        pool: str = MAIN_POOL,
+        limit_s: float | None = None,
     ) -> bool:
         """Place and start ``job`` if the placer finds room; ``why`` says why it goes now.
 
-        ``limit_s`` makes it a bounded run (profiling): the driver reports back
-        with :meth:`Scheduler.profiled` when the limit is reached.
+        ``why`` may be a function, called only when the job starts (a sentence
+        with numbers costs more than a placement that fails). ``limit_s`` makes it
+        a bounded run (profiling): the driver reports back with
+        :meth:`Scheduler.profiled` when the limit is reached.
         """
         placement = self._scheduler.placer.place(job.spec, self._scheduler.free, pool)
         if placement is not None:
-            self.start(job, placement, why, limit_s)
+            self.start(job, placement, why if isinstance(why, str) else why(), limit_s)
             return True
         bursting = self._scheduler.config.value_of_wait is not None
         if pool == MAIN_POOL and limit_s is None and bursting:
-            if self._burst(job, why):
+            if self._burst(job, why if isinstance(why, str) else why()):
                 return True
             self.waiting_gpus += job.spec.num_gpus
         return False

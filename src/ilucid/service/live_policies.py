@@ -1,32 +1,54 @@
-"""The policies a live service may run, built for a live cluster.
+"""The profiles a live service may run, built for a live cluster.
 
-A live scheduler never knows true durations, so only policies that work from
-estimates qualify. Lucid is built for a small live host: its profiling pool
-is one node (the backend's profiler node), allowed to be half the nodes, and
-the profiling run lasts ``profile_limit_s``.
+A live scheduler never knows true durations, so only profiles the registry
+marks ``live`` qualify. Lucid is built for a small live host: its profiling
+pool is one node (the backend's profiler node), allowed to be half the nodes,
+and the profiling run lasts ``profile_limit_s``. The ``--tiers`` file (reserve,
+quotas, starvation bound) configures ``tiered`` and the default profile alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ilucid.core import Policy, make_policy
-from ilucid.core.policies import TierConfig, TieredPolicy
+from ilucid.core.policies import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    DefaultConfig,
+    DefaultPolicy,
+    TierConfig,
+    TieredPolicy,
+)
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 
-__all__ = ["LIVE_POLICIES", "live_policy_factory"]
+__all__ = ["LIVE_POLICIES", "TIER_PROFILES", "live_policy_factory"]
 
-#: Policies a live service may run: they need only estimates, never true durations.
-LIVE_POLICIES = ("tiered", "fifo", "fifo-backfill", "qssf", "ilucid", "tiresias", "lucid")
+#: Profiles a live service may run, the default first.
+LIVE_POLICIES = (
+    DEFAULT_PROFILE,
+    *(n for n, e in PROFILES.items() if e.profile.needs.live and n != DEFAULT_PROFILE),
+)
+#: Profiles a ``--tiers`` file configures.
+TIER_PROFILES = (DEFAULT_PROFILE, "tiered")
+
+
+def default_config_from_tiers(tiers: TierConfig) -> DefaultConfig:
+    """The default profile's settings that a tiers file also sets for ``tiered``."""
+    return dataclasses.replace(
+        DefaultConfig(),
+        reserve_training=tiers.reserve_training,
+        quotas=tiers.quotas,
+        starve_after_s=tiers.starve_after_s,
+        preemption_limit=tiers.preemption_limit,
+    )
 
 
 def live_policy_factory(
     profile_limit_s: float = 300.0, tiers: TierConfig | None = None
 ) -> Callable[[str], Policy]:
-    """``make_policy`` for a live service; refuses policies that need true durations.
-
-    ``tiers`` (the ``--tiers`` file: reserve, quotas) configures ``tiered``.
-    """
+    """``make_policy`` for a live service; refuses profiles that need true durations."""
 
     def build(name: str) -> Policy:
         if name not in LIVE_POLICIES:
@@ -44,6 +66,8 @@ def live_policy_factory(
             )
         if name == "tiered" and tiers is not None:
             return TieredPolicy(tiers)
+        if name == DEFAULT_PROFILE and tiers is not None:
+            return DefaultPolicy(default_config_from_tiers(tiers))
         return make_policy(name)
 
     return build

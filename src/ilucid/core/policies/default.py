@@ -71,6 +71,10 @@ class DefaultConfig:
     lead_per_error: float = 0.0
     #: finished jobs whose estimate errors decide the lead
     error_window: int = 1000
+    #: training is re-planned at most every this many seconds of absolute time (as
+    #: Tiresias): events in between wait for the next boundary. Inference is admitted
+    #: at every pass. 0: at every event
+    replan_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         if any(b <= a for a, b in zip(self.levels, self.levels[1:], strict=False)):
@@ -89,6 +93,8 @@ class DefaultConfig:
             raise ValueError(f"reserve_training must be in [0, 1), got {self.reserve_training}")
         if self.lead_per_error < 0:
             raise ValueError(f"lead_per_error must be >= 0, got {self.lead_per_error}")
+        if self.replan_interval_s < 0:
+            raise ValueError(f"replan_interval_s must be >= 0, got {self.replan_interval_s}")
         if self.error_window < 1:
             raise ValueError(f"error_window must be >= 1, got {self.error_window}")
 
@@ -208,7 +214,7 @@ class DefaultPolicy(ReplanningPolicy):
             self.config.error_window,
             self.config.guard_slice_s,
         )
-        super().__init__(name, order)
+        super().__init__(name, order, self.config.replan_interval_s)
         self.leveled = order
         self._why: dict[int, Reason] = {}  # inference and starvation reasons
         self._refused: dict[int, Reason] = {}  # quota refusals of the last pass
@@ -283,7 +289,7 @@ class DefaultPolicy(ReplanningPolicy):
         wake = super().next_wakeup(now)
         due = self._next_due()
         if due is not None and self._pending_count:
-            due = max(due, math.nextafter(now, math.inf))
+            due = self._boundary(max(due, math.nextafter(now, math.inf)))
             wake = due if wake is None else min(wake, due)
         return wake
 
@@ -327,6 +333,8 @@ class DefaultPolicy(ReplanningPolicy):
         return float(step.free.cluster.total_gpus - self.inference.used)
 
     def _admissible(self, entry: Entry, step: SchedulingPass) -> bool:
+        if not self.config.quotas:
+            return True
         job = self._jobs[int(entry[-2])]
         refusal = self.quotas.refuse(job.spec.tenant, job.spec.num_gpus)
         if refusal is None:
@@ -336,10 +344,17 @@ class DefaultPolicy(ReplanningPolicy):
         return False
 
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
-        why = f"{self.name}: {self.leveled.describe(job, step.now)}; within the GPUs in its order"
+        def why() -> str:
+            described = self.leveled.describe(job, step.now)
+            return f"{self.name}: {described}; within the GPUs in its order"
+
         if step.try_start(job, why, MAIN_POOL):
             return True
-        return step.try_start(job, f"{why} (on a node that also serves inference)", SERVING_POOL)
+        if step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
+            return False
+        return step.try_start(
+            job, lambda: f"{why()} (on a node that also serves inference)", SERVING_POOL
+        )
 
     # -- questions ---------------------------------------------------------------
     def pending_order(self) -> Iterator[JobState]:

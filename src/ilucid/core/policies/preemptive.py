@@ -418,8 +418,26 @@ class ReplanningPolicy(PolicyBase):
             step.preempt(
                 jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs"
             )
+        # free GPUs only shrink while chosen jobs start: a request that found no room
+        # finds none later in the pass (fragmentation), so it is not placed again (a
+        # cluster that bursts to paid pools decides each job by its own expected wait)
+        no_room: set[tuple[object, ...]] = set()
+        remember = step.config.value_of_wait is None
         for entry in chosen:
-            self._start(step, jobs[int(entry[-2])])
+            job = jobs[int(entry[-2])]
+            spec = job.spec
+            request = (
+                spec.num_gpus,
+                spec.gpu_type,
+                spec.gpu_memory_gb,
+                spec.shape,
+                spec.preferred_gpu_types,
+                spec.gpu_milli,
+            )
+            if request in no_room:
+                continue
+            if not self._start(step, job) and remember:
+                no_room.add(request)
 
     # -- extension hooks (the default profile fills them in) -------------------------
     def _capacity(self, step: SchedulingPass) -> float:
