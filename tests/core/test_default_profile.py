@@ -18,7 +18,6 @@ from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, make_policy
 from ilucid.core.policies import DefaultConfig, DefaultPolicy
 from ilucid.sim import JobRecord, simulate
 
-
 #: re-plan at every event, so the times below are the events' own (the default waits
 #: for the next 60 s boundary: see test_training_is_replanned_on_60_s_boundaries)
 EVERY_EVENT = DefaultConfig(replan_interval_s=0.0)
