@@ -350,7 +350,7 @@ def test_mixed_and_serve_refuse_a_bad_tiers_file_before_running(tmp_path: Path) 
     tiers.write_text("reserve_training = 0.5\n", encoding="utf-8")
     other = run_cli("serve", "--policy", "fifo", "--tiers", str(tiers))
     assert other.returncode == 2
-    assert "--tiers configures the tiered policy, not 'fifo'" in other.stderr
+    assert "--tiers configures the ilucid and tiered profiles, not 'fifo'" in other.stderr
     assert not (tmp_path / "state").exists()  # refused before anything was created
 
 

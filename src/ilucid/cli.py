@@ -14,7 +14,7 @@ from typing import Any
 from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import PROFILING_POLICIES, is_known
+from ilucid.core.policies import DEFAULT_PROFILE, PROFILES, PROFILING_POLICIES, is_known
 from ilucid.estimators.profiles import profile_dir
 from ilucid.fragmentation_cli import add_fragmentation_command, run_fragmentation_command
 from ilucid.hetero_cli import add_hetero_command, run_hetero_command
@@ -67,9 +67,29 @@ def _policies(text: str) -> list[str]:
     unknown = [n for n in names if not is_known(n)]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N"
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N,"
+            " or a profile file (*.toml)"
         )
     return names
+
+
+def _print_profiles() -> None:
+    """One line per profile: name, what it needs, what it does."""
+    for name, entry in PROFILES.items():
+        needs = entry.profile.needs
+        tags = [
+            tag
+            for tag, on in (
+                ("default", name == DEFAULT_PROFILE),
+                ("estimates", needs.estimates),
+                ("profiler", needs.profiler),
+                ("oracle: replays only", needs.oracle),
+                ("replays only", not needs.live and not needs.oracle),
+            )
+            if on
+        ]
+        shown = "static-partition:N" if name == "static-partition" else name
+        print(f"{shown:20s} {entry.profile.summary}" + (f" [{', '.join(tags)}]" if tags else ""))
 
 
 def _positive_int(text: str) -> int:
@@ -424,8 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in SERVICE_COMMANDS:
             return run_service_command(args)
         if args.command == "policies":
-            for name in POLICIES:
-                print(name)
+            _print_profiles()
             return 0
         if args.command == "traces":
             directory = trace_dir()

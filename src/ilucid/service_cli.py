@@ -49,12 +49,17 @@ def add_service_commands(sub: Any) -> None:
     serve.add_argument(
         "--gpus", type=int, default=None, help="virtual GPUs (default: NVML's, else 1)"
     )
-    serve.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
+    serve.add_argument(
+        "--policy",
+        default="ilucid",
+        help="scheduling profile (ilucid, the default profile; `ilucid policies` lists them)",
+    )
     serve.add_argument(
         "--tiers",
         type=Path,
         default=None,
-        help="tiered: TOML file of the training reserve and tenant quotas (docs/tiers.md)",
+        help="ilucid or tiered: TOML file of the training reserve and tenant quotas"
+        " (docs/tiers.md)",
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
@@ -210,7 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ilucid.service.api import build_app
     from ilucid.service.auth import create_token
     from ilucid.service.db import TokenRow, make_engine, migrate
-    from ilucid.service.live_policies import LIVE_POLICIES, live_policy_factory
+    from ilucid.service.live_policies import LIVE_POLICIES, TIER_PROFILES, live_policy_factory
     from ilucid.service.scheduler_service import SchedulerService
 
     if args.policy not in LIVE_POLICIES:
@@ -219,8 +224,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.tiers is not None:  # read before anything starts: a bad file stops here
         from ilucid.tier_settings import load_tier_config
 
-        if args.policy != "tiered":
-            raise ValueError(f"--tiers configures the tiered policy, not {args.policy!r}")
+        if args.policy not in TIER_PROFILES:
+            raise ValueError(
+                f"--tiers configures the {' and '.join(TIER_PROFILES)} profiles,"
+                f" not {args.policy!r}"
+            )
         tiers = load_tier_config(args.tiers)
     stop_signal = getattr(signal, f"SIG{args.stop_signal.upper().removeprefix('SIG')}", None)
     if stop_signal is None:

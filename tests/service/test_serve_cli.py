@@ -56,7 +56,7 @@ def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  
     queue = run_ilucid("queue", *common, env=env).stdout
     assert short in queue and "in " in queue  # expected start shown
     why = run_ilucid("explain", short, *common, env=env).stdout
-    assert "pending (position 1 in tiered order)" in why
+    assert "pending (position 1 in ilucid order)" in why
     assert run_ilucid("cancel", long, *common, env=env).stdout.strip() == f"{long}: stopping"
     deadline = time.monotonic() + 20
     while (
