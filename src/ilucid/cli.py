@@ -14,7 +14,7 @@ from typing import Any
 from ilucid import __version__
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import DEFAULT_PROFILE, PROFILES, PROFILING_POLICIES, is_known
+from ilucid.core.policies import DEFAULT_PROFILE, PROFILES, is_known, needs_profiler
 from ilucid.estimators.profiles import profile_dir
 from ilucid.fragmentation_cli import add_fragmentation_command, run_fragmentation_command
 from ilucid.hetero_cli import add_hetero_command, run_hetero_command
@@ -343,7 +343,7 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
             f"skipped {len(refused):,} jobs that this cluster can never hold"
             f" (e.g. {example_id}: {example.message})"
         )
-    if PROFILING_POLICIES & set(policies):
+    if any(needs_profiler(p) for p in policies):
         if profile_dir() is None:
             notes.append("lucid: no workload profiles (ILUCID_PROFILE_DIR): it never packs")
         else:

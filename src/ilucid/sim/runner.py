@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
-from ilucid.core.policies import PROFILING_POLICIES, needs_estimates
+from ilucid.core.policies import needs_estimates, needs_profiler
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.engine import SimResult, World, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
@@ -118,7 +118,7 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
         annotator = WalkForwardEstimates(jobs) if needs_estimates(name) else None
         world: World | None = None
         forecasts: list[tuple[float, Forecast]] = []
-        if name in PROFILING_POLICIES and _lucid_inputs is not None:
+        if needs_profiler(name) and _lucid_inputs is not None:
             profiles, forecasts = _lucid_inputs
             if profiles is not None:
                 world = LucidWorld.from_directory(profiles, annotator)
@@ -157,7 +157,7 @@ def run_policies(
     workers = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
     global _payload, _lucid_inputs
     _payload = (jobs, cluster, config, options)
-    if PROFILING_POLICIES & set(policies):
+    if any(needs_profiler(p) for p in policies):
         _lucid_inputs = (profile_dir(), walk_forward_forecasts(jobs))
     tasks = list(enumerate(policies))
     if workers <= 1 or len(policies) == 1:

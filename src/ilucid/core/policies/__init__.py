@@ -40,7 +40,9 @@ __all__ = [
     "is_known",
     "make_policy",
     "needs_estimates",
+    "needs_profiler",
     "profile_entry",
+    "register_profile",
 ]
 
 #: The profile ``serve`` and ``simulate`` run when none is named.
@@ -268,4 +270,27 @@ def is_known(name: str) -> bool:
 
 
 def needs_estimates(name: str) -> bool:
-    return name.partition(":")[0] in NEEDS_ESTIMATES
+    """Whether the driver must supply duration estimates to profile ``name``."""
+    return profile_entry(name).profile.needs.estimates
+
+
+def needs_profiler(name: str) -> bool:
+    """Whether profile ``name`` profiles new jobs (the driver supplies a profiler)."""
+    return profile_entry(name).profile.needs.profiler
+
+
+def register_profile(entry: ProfileEntry) -> None:
+    """Add a site's own profile (read from a file) to the registry, under its own name.
+
+    A name the registry already holds is refused: a file cannot redefine what
+    ``fifo`` or the default means. Drivers that fork (the simulator's parallel
+    runs) must register before they fork.
+    """
+    name = entry.profile.name
+    base = name.partition(":")[0]
+    if base in PROFILES:
+        raise ValueError(
+            f"profile {name!r} is already registered; give the file's profile a new name"
+        )
+    PROFILES[name] = entry
+    POLICIES[name] = _no_arguments(entry)
