@@ -1,4 +1,5 @@
-"""Issue #4's table: training + real-time inference under tiered, static partitioning, FIFO.
+"""Training + real-time inference under the default profile (``--policy tiered`` for
+issue #4's), static partitioning, FIFO.
 
 Scenario (a): Philly and ITP cluster04 at their convention sizes plus Alibaba
 DLRM inference services thinned to 10% of the GPUs (docs/scenarios.md).
@@ -25,6 +26,9 @@ SCENARIOS = (
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default="ilucid", choices=("ilucid", "tiered"))
+    options = parser.parse_args()
     if trace_dir() is None:
         print("bench/mixed.py needs ILUCID_TRACE_DIR (the public traces)", file=sys.stderr)
         return 2
@@ -33,6 +37,7 @@ def main() -> int:
         print(f"\n== {trace} + {inference} ==", flush=True)
         args = argparse.Namespace(
             trace=trace,
+            policy=options.policy,
             inference=inference,
             share=0.10,
             reserve=0.2,

@@ -1,12 +1,12 @@
-"""Is "tiered beats a static partition on training JCT" robust, or an accident of one run?
+"""Does a profile beat a static partition on training JCT robustly, or by accident of one run?
 
 Issue #4's scenario (a) on ITP cluster04 (or ``--trace philly``) + Alibaba DLRM
 services (10% of the GPUs), replayed with every training job made ``d`` seconds
 longer (d = 0..5 by default): a change far below any estimate's error that
-reshuffles the order of events. The static partition is sized once, to
-tiered's inference p99 at d = 0 (inference alone decides it, and the shift
-leaves inference alone). For each d it prints both policies' mean training JCT
-and their ratio, then how many runs tiered won and the mean ratio: one replay
+reshuffles the order of events, under ``--policy`` (the default profile, or
+tiered). The static partition is sized once, to the profile's inference p99
+at d = 0 (inference alone decides it, and the shift leaves inference alone). For each d it prints both policies' mean training JCT
+and their ratio, then how many runs the profile won and the mean ratio: one replay
 of a loaded cluster swings by 10% or more, so the mean is the figure to trust.
 """
 
@@ -18,9 +18,9 @@ import multiprocessing as mp
 import os
 import sys
 
-from ilucid.core import Cluster, JobClass, JobSpec, RestoreOverhead, SchedulerConfig
+from ilucid.core import Cluster, JobClass, JobSpec, Policy, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import TierConfig, TieredPolicy
+from ilucid.core.policies import DefaultPolicy, TierConfig, TieredPolicy
 from ilucid.mixed_cli import DEFAULT_CHECKPOINT_S
 from ilucid.sim import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
@@ -37,6 +37,7 @@ from ilucid.traces import (
 
 CONFIG = SchedulerConfig(RestoreOverhead(), checkpoint_s=DEFAULT_CHECKPOINT_S)
 _payload: tuple[list[JobSpec], InferenceTrace, Cluster] | None = None
+_policy = "ilucid"
 
 
 def _scenario(shift: int) -> list[JobSpec]:
@@ -49,22 +50,28 @@ def _scenario(shift: int) -> list[JobSpec]:
 
 
 def _run(task: tuple[int, int]) -> tuple[int, int, float, float]:
-    """(shift, static nodes or 0 for tiered) -> (..., training mean JCT, inference p99)."""
+    """(shift, static nodes or 0 for the profile) -> (..., training mean JCT, inference p99)."""
     assert _payload is not None
     shift, static_nodes = task
     jobs = _scenario(shift)
-    policy = TieredPolicy(TierConfig(static_inference_nodes=static_nodes))
+    policy: Policy
+    if static_nodes or _policy == "tiered":
+        policy = TieredPolicy(TierConfig(static_inference_nodes=static_nodes))
+    else:
+        policy = DefaultPolicy()
     result = simulate(jobs, _payload[2], policy, CONFIG, annotator=WalkForwardEstimates(jobs))
     summary = class_summary(result)
     return shift, static_nodes, summary["avg_jct_training"], summary["p99_tts"]
 
 
 def main() -> int:
-    global _payload
+    global _payload, _policy
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trace", default="itp-04", help="training trace (itp-04)")
+    parser.add_argument("--policy", default="ilucid", choices=("ilucid", "tiered"))
     parser.add_argument("--shifts", default="0,1,2,3,4,5", help="seconds added, comma-separated")
     args = parser.parse_args()
+    _policy = args.policy
     if trace_dir() is None:
         print("bench/mixed_robustness.py needs ILUCID_TRACE_DIR", file=sys.stderr)
         return 2
@@ -81,7 +88,7 @@ def main() -> int:
         tasks = [(d, 0) for d in shifts[1:]] + [(d, nodes) for d in shifts]
         results = {(d, n): jct for d, n, jct, _ in [first, *pool.map(_run, tasks, chunksize=1)]}
     print(f"{args.trace} + DLRM; static partition: {nodes} nodes (inference p99 {first[3]:.0f} s)")
-    print("d s   tiered JCT s   static JCT s   ratio")
+    print(f"d s   {_policy + ' JCT s':>12}   static JCT s   ratio")
     ratios = []
     for shift in shifts:
         tiered, static = results[(shift, 0)], results[(shift, nodes)]
@@ -89,7 +96,7 @@ def main() -> int:
         print(f"{shift:<5} {tiered:>12,.0f}   {static:>12,.0f}   {ratios[-1]:5.3f}")
     wins = sum(r < 1.0 for r in ratios)
     mean = sum(ratios) / len(ratios)
-    print(f"tiered lower in {wins} of {len(shifts)} runs; mean ratio {mean:.3f}")
+    print(f"{_policy} lower in {wins} of {len(shifts)} runs; mean ratio {mean:.3f}")
     return 0
 
 

@@ -283,7 +283,8 @@ def test_bad_labelled_profiles_name_the_field(tmp_path: Path) -> None:
     assert f"{labelled}:2: field 'label': must be 0, 1 or 2" in result.stderr
 
 
-def test_mixed_compares_tiered_static_and_fifo(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["ilucid", "tiered"])
+def test_mixed_compares_the_profile_static_and_fifo(tmp_path: Path, policy: str) -> None:
     training = write_trace(
         tmp_path / "train.csv",
         [f"t{k},{20 * k},{1 + k % 4},{300 + 37 * k}" for k in range(40)],
@@ -306,18 +307,20 @@ def test_mixed_compares_tiered_static_and_fifo(tmp_path: Path) -> None:
         "0.1",
         "--load",
         "0.5",
+        "--policy",
+        policy,
         "--out",
         str(out),
     )
     assert result.returncode == 0, result.stderr
     assert "static partition" in result.stdout and "strict fifo" in result.stdout
     summary = json.loads((out / "mixed.json").read_text())
-    tiered, fifo = summary["tiered"], summary["strict fifo"]
+    tiered, fifo = summary[policy], summary["strict fifo"]
     assert tiered["inference_jobs"] == fifo["inference_jobs"] > 0
     assert tiered["p99_tts"] <= fifo["p99_tts"]
     static = next(v for k, v in summary.items() if k.startswith("static partition"))
     assert static["p99_tts"] <= max(tiered["p99_tts"], 0.0) or static["p99_tts"] <= 60
-    assert summary["training only (tiered)"]["inference_jobs"] == 0
+    assert summary[f"training only ({policy})"]["inference_jobs"] == 0
 
 
 def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``ilucid mixed``: training plus real-time inference, tiered vs static partitioning vs FIFO."""
+"""``ilucid mixed``: training plus real-time inference, the default profile (or tiered) vs
+static partitioning vs FIFO."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import TierConfig
+from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
 from ilucid.sim.mixed import MixedRun, run_scenario
 from ilucid.tier_settings import load_tier_config
 from ilucid.traces import (
@@ -47,7 +48,8 @@ _COLUMNS = (
 def add_mixed_command(sub: Any) -> None:
     mixed = sub.add_parser(
         "mixed",
-        help="training + real-time inference: tiered vs static partitioning vs strict FIFO",
+        help="training + real-time inference: the default profile vs static partitioning vs"
+        " strict FIFO",
         description=(
             "Scenario (a): a training trace plus inference services from an inference"
             " instance list (default alibaba-dlrm), thinned to --share of the cluster's"
@@ -56,6 +58,12 @@ def add_mixed_command(sub: Any) -> None:
         ),
     )
     mixed.add_argument("--trace", default="philly", help="training trace (default philly)")
+    mixed.add_argument(
+        "--policy",
+        choices=(DEFAULT_PROFILE, "tiered"),
+        default=DEFAULT_PROFILE,
+        help=f"profile compared with the static partition and FIFO ({DEFAULT_PROFILE})",
+    )
     mixed.add_argument(
         "--inference",
         default="alibaba-dlrm",
@@ -82,7 +90,7 @@ def add_mixed_command(sub: Any) -> None:
         "--tiers",
         type=Path,
         default=None,
-        help="TOML file of tiered settings and tenant quotas (see docs/tiers.md)",
+        help="TOML file of the reserve, tenant quotas and starvation settings (docs/tiers.md)",
     )
     mixed.add_argument(
         "--preemption-limit",
@@ -180,6 +188,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
         config,
         target_p99_s=args.target_p99,
         tiers=_tier_config(args),
+        policy=args.policy,
         on_step=lambda text: print(f"[{time.perf_counter() - start:5.0f} s] running {text}"),
     )
     baseline = runs[-1].summary["avg_jct_training"]

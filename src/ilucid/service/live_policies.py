@@ -9,7 +9,6 @@ quotas, starvation bound) configures ``tiered`` and the default profile alike.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from ilucid.core import Policy, make_policy
@@ -34,17 +33,6 @@ LIVE_POLICIES = (
 TIER_PROFILES = (DEFAULT_PROFILE, "tiered")
 
 
-def default_config_from_tiers(tiers: TierConfig) -> DefaultConfig:
-    """The default profile's settings that a tiers file also sets for ``tiered``."""
-    return dataclasses.replace(
-        DefaultConfig(),
-        reserve_training=tiers.reserve_training,
-        quotas=tiers.quotas,
-        starve_after_s=tiers.starve_after_s,
-        preemption_limit=tiers.preemption_limit,
-    )
-
-
 def live_policy_factory(
     profile_limit_s: float = 300.0, tiers: TierConfig | None = None
 ) -> Callable[[str], Policy]:
@@ -67,7 +55,7 @@ def live_policy_factory(
         if name == "tiered" and tiers is not None:
             return TieredPolicy(tiers)
         if name == DEFAULT_PROFILE and tiers is not None:
-            return DefaultPolicy(default_config_from_tiers(tiers))
+            return DefaultPolicy(DefaultConfig.from_tiers(tiers))
         return make_policy(name)
 
     return build

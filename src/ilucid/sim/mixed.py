@@ -16,8 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ilucid.core import Cluster, JobClass, JobSpec, SchedulerConfig
-from ilucid.core.policies import TierConfig, TieredPolicy, make_policy, needs_estimates
+from ilucid.core import Cluster, JobClass, JobSpec, Policy, SchedulerConfig
+from ilucid.core.policies import (
+    DEFAULT_PROFILE,
+    DefaultConfig,
+    DefaultPolicy,
+    TierConfig,
+    TieredPolicy,
+    make_policy,
+    needs_estimates,
+)
 from ilucid.sim.engine import JobRecord, SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
@@ -121,7 +129,13 @@ def _run_task(task: tuple[str, str, bool]) -> MixedRun:
     assert _task_payload is not None
     mixed, training, cluster, config, predict_every, tiers = _task_payload
     jobs = training if training_only else mixed
-    policy = TieredPolicy(tiers) if policy_name == "tiered" else make_policy(policy_name)
+    policy: Policy
+    if policy_name == "tiered":
+        policy = TieredPolicy(tiers)
+    elif policy_name == DEFAULT_PROFILE:
+        policy = DefaultPolicy(DefaultConfig.from_tiers(tiers))
+    else:
+        policy = make_policy(policy_name)
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
     result = simulate(
         jobs,
@@ -143,9 +157,11 @@ def run_scenario(
     processes: int | None = None,
     on_step: Callable[[str], None] | None = None,
     tiers: TierConfig | None = None,
+    policy: str = DEFAULT_PROFILE,
 ) -> list[MixedRun]:
-    """tiered, static partitioning sized to tiered's inference p99 (at least to
-    ``target_p99_s``), strict FIFO, and training alone under tiered."""
+    """``policy`` (the default profile, or tiered), static partitioning sized to its
+    inference p99 (at least to ``target_p99_s``), strict FIFO, and training alone under
+    ``policy``."""
     global _task_payload
     mixed = list(jobs)
     training = [j for j in mixed if j.job_class is not JobClass.INFERENCE]
@@ -155,13 +171,13 @@ def run_scenario(
     every = predict_every if predict_every is not None else max(1, len(mixed) // 2000)
     _task_payload = (mixed, training, cluster, config, every, tiers or TierConfig())
     try:
-        step("tiered")
+        step(policy)
         first = _pool_map(
-            [("tiered", "tiered", False), ("training only (tiered)", "tiered", True)],
+            [(policy, policy, False), (f"training only ({policy})", policy, True)],
             processes,
         )
-        tiered_p99 = first[0].summary["p99_tts"]
-        target = min(target_p99_s, tiered_p99) if tiered_p99 == tiered_p99 else target_p99_s
+        tested_p99 = first[0].summary["p99_tts"]
+        target = min(target_p99_s, tested_p99) if tested_p99 == tested_p99 else target_p99_s
         step(f"sizing the static partition for inference p99 <= {target:.0f} s")
         try:
             nodes, _ = size_static_partition(mixed, cluster, target, config)

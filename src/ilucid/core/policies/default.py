@@ -38,6 +38,7 @@ from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
 from ilucid.core.model import JobClass
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.preemptive import EstimateOrder, ReplanningPolicy
+from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
@@ -75,6 +76,17 @@ class DefaultConfig:
     #: Tiresias): events in between wait for the next boundary. Inference is admitted
     #: at every pass. 0: at every event
     replan_interval_s: float = 60.0
+
+    @classmethod
+    def from_tiers(cls, tiers: TierConfig) -> DefaultConfig:
+        """The settings a tiers file (``--tiers``) gives ``tiered`` that the default shares:
+        the training reserve, tenant quotas, the starvation bound, the preemption limit."""
+        return cls(
+            reserve_training=tiers.reserve_training,
+            quotas=tiers.quotas,
+            starve_after_s=tiers.starve_after_s,
+            preemption_limit=tiers.preemption_limit,
+        )
 
     def __post_init__(self) -> None:
         if any(b <= a for a, b in zip(self.levels, self.levels[1:], strict=False)):
