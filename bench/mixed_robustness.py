@@ -5,8 +5,9 @@ services (10% of the GPUs), replayed with every training job made ``d`` seconds
 longer (d = 0..5 by default): a change far below any estimate's error that
 reshuffles the order of events, under ``--policy`` (the default profile, or
 tiered). The static partition is sized once, to the profile's inference p99
-at d = 0 (inference alone decides it, and the shift leaves inference alone). For each d it prints both policies' mean training JCT
-and their ratio, then how many runs the profile won and the mean ratio: one replay
+at d = 0 (inference alone decides it, and the shift leaves inference alone).
+For each d it prints both policies' mean training JCT and their ratio, then how
+many runs the profile won and the mean ratio: one replay
 of a loaded cluster swings by 10% or more, so the mean is the figure to trust.
 """
 
