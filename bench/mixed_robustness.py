@@ -25,6 +25,7 @@ from ilucid.core.policies import DefaultPolicy, TierConfig, TieredPolicy
 from ilucid.mixed_cli import DEFAULT_CHECKPOINT_S
 from ilucid.sim import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.mixed import class_summary, size_static_partition
 from ilucid.traces import (
     DEFAULT_LOAD,
@@ -60,7 +61,9 @@ def _run(task: tuple[int, int]) -> tuple[int, int, float, float]:
         policy = TieredPolicy(TierConfig(static_inference_nodes=static_nodes))
     else:
         policy = DefaultPolicy()
-    result = simulate(jobs, _payload[2], policy, CONFIG, annotator=WalkForwardEstimates(jobs))
+    estimates = WalkForwardEstimates(jobs)
+    world = profiling_world("static-partition:1" if static_nodes else _policy, estimates)
+    result = simulate(jobs, _payload[2], policy, CONFIG, annotator=estimates, world=world)
     summary = class_summary(result)
     return shift, static_nodes, summary["avg_jct_training"], summary["p99_tts"]
 

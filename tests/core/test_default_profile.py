@@ -14,13 +14,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, make_policy
+from ilucid.core import Cluster, JobClass, JobSpec, ProfileReport, Scheduler, make_policy
 from ilucid.core.policies import DefaultConfig, DefaultPolicy
 from ilucid.sim import JobRecord, simulate
 
 #: re-plan at every event, so the times below are the events' own (the default waits
-#: for the next 60 s boundary: see test_training_is_replanned_on_60_s_boundaries)
-EVERY_EVENT = DefaultConfig(replan_interval_s=0.0)
+#: for the next 60 s boundary: see test_training_is_replanned_on_60_s_boundaries), and
+#: no profiling run (see test_profiling_then_packing)
+EVERY_EVENT = DefaultConfig(replan_interval_s=0.0, profile_limit_s=None)
 
 
 def job(
@@ -82,7 +83,7 @@ def test_the_starvation_guard_serves_a_job_that_waited_too_long() -> None:
         job("y", 500, 1, 600, 600),
         job("z", 1100, 1, 600, 600),
     ]
-    config = DefaultConfig(starve_after_s=1000.0, replan_interval_s=0.0)
+    config = DefaultConfig(starve_after_s=1000.0, replan_interval_s=0.0, profile_limit_s=None)
     assert run(jobs, Cluster.homogeneous(1, 1), config) == {
         "x": (600, 0, 0),
         "L": (3000, 1010, 0),
@@ -109,7 +110,9 @@ def test_inference_preempts_training_and_training_keeps_the_reserve() -> None:
 def test_why_pending_names_the_starvation_guard_and_the_start_reason_names_the_level() -> None:
     scheduler = Scheduler(
         Cluster.homogeneous(1, 1),
-        DefaultPolicy(DefaultConfig(starve_after_s=50, replan_interval_s=0.0)),
+        DefaultPolicy(
+            DefaultConfig(starve_after_s=50, replan_interval_s=0.0, profile_limit_s=None)
+        ),
     )
     scheduler.submit(job("a", 0, 1, 1000, 1000), 0)
     first = scheduler.schedule(0)
@@ -142,7 +145,7 @@ def test_training_is_replanned_on_60_s_boundaries_and_inference_at_once() -> Non
         job("i", 70, 1, 50, 50, JobClass.INFERENCE),
         job("b", 130, 1, 100, 100),
     ]
-    assert run(jobs, Cluster.homogeneous(1, 2), DefaultConfig()) == {
+    assert run(jobs, Cluster.homogeneous(1, 2), DefaultConfig(profile_limit_s=None)) == {
         "a": (150, 60, 0),
         "i": (50, 70, 0),
         "b": (150, 180, 0),
@@ -157,3 +160,48 @@ def test_the_registry_builds_the_default_profile_by_name() -> None:
 def test_levels_must_be_positive_and_increasing(levels: tuple[float, ...]) -> None:
     with pytest.raises(ValueError, match="levels must"):
         DefaultConfig(levels=levels)
+
+
+def test_profiling_then_packing() -> None:
+    # 1 node x 1 GPU, profiling runs of 100 s. b(t=0, est 5000) profiles 0-100 and reports
+    # a sharing score of 1. a(t=100, est 1000) goes first (1000 < 4900 GPU-s left) and
+    # profiles 100-200: score 0. At 200 a runs on (900 < 4900), and b, waiting with a
+    # profile, shares a's GPU: scores 1 + 0 <= 2 and 4 + 4 GB fit in the assumed 32 GB.
+    config = DefaultConfig(replan_interval_s=0.0, profile_limit_s=100.0)
+    scheduler = Scheduler(Cluster.homogeneous(1, 1), DefaultPolicy(config))
+    scheduler.submit(job("b", 0, 1, 5000, 5000), 0)
+    first = scheduler.schedule(0)
+    assert [(d.job_id, d.limit_s) for d in first] == [("b", 100.0)]
+    assert first[0].reasons[0].message.endswith("profiling for up to 100 s first")
+    scheduler.profiled("b", 100, ProfileReport(sharing_score=1, gpu_memory_gb=4.0, estimate=None))
+    scheduler.submit(job("a", 100, 1, 1000, 1000), 100)
+    second = scheduler.schedule(100)
+    assert [(d.job_id, d.limit_s) for d in second] == [("a", 100.0)]
+    scheduler.profiled("a", 200, ProfileReport(sharing_score=0, gpu_memory_gb=4.0, estimate=None))
+    third = scheduler.schedule(200)
+    assert [(d.job_id, d.limit_s, d.shares_with) for d in third] == [
+        ("a", None, None),
+        ("b", None, "a"),
+    ]
+    assert third[1].reasons[0].message == (
+        "ilucid: packed with a: sharing scores 1+0 <= 2, GPU memory 4.0+4.0 GB fits"
+    )
+    assert scheduler.partners == {"a": "b", "b": "a"}
+
+
+def test_profiling_stops_when_nothing_measures_sharing() -> None:
+    # profile_probe reports without a sharing score: later jobs start without a profiling run
+    config = DefaultConfig(replan_interval_s=0.0, profile_limit_s=100.0, profile_probe=2)
+    scheduler = Scheduler(Cluster.homogeneous(1, 4), DefaultPolicy(config))
+    for name in ("a", "b"):
+        scheduler.submit(job(name, 0, 1, 5000, 5000), 0)
+    assert [d.limit_s for d in scheduler.schedule(0)] == [100.0, 100.0]
+    empty = ProfileReport(sharing_score=None, gpu_memory_gb=None, estimate=None)
+    scheduler.profiled("a", 100, empty)
+    scheduler.profiled("b", 100, empty)
+    scheduler.submit(job("c", 100, 1, 5000, 5000), 100)
+    assert sorted((d.job_id, d.limit_s) for d in scheduler.schedule(100)) == [
+        ("a", None),
+        ("b", None),
+        ("c", None),
+    ]

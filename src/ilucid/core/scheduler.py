@@ -220,13 +220,16 @@ class SchedulingPass:
         )
 
     def preempt(self, job: JobState, why: str) -> None:
+        """Stop ``job``; a job sharing GPUs leaves them to its partner, which runs alone."""
         scheduler = self._scheduler
         assert job.placement is not None
-        if job.spec.id in scheduler.partners:
-            raise ValueError(f"{job.spec.id} shares GPUs; packed jobs are not preempted")
+        partner = scheduler.partners.pop(job.spec.id, None)
+        if partner is not None:
+            del scheduler.partners[partner]
         overhead = scheduler.config.overhead.for_job(job.spec)
         lost = scheduler.config.lost_if_stopped(job, self.now)
-        scheduler.free.give_back(job.placement)
+        if partner is None:
+            scheduler.free.give_back(job.placement)
         placement = job.placement
         job.stop(self.now, overhead, lost)
         scheduler.policy.on_preempted(job, self.now)
@@ -243,6 +246,7 @@ class SchedulingPass:
                         {"overhead_s": overhead, "lost_s": lost},
                     ),
                 ),
+                shares_with=partner,
             )
         )
 

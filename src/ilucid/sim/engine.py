@@ -418,6 +418,11 @@ def simulate(
                     "overhead_s", config.overhead.for_job(specs[job_id])
                 )
                 version[job_id] = version.get(job_id, 0) + 1
+                if decision.shares_with is not None:  # its partner runs alone, at full speed
+                    other = decision.shares_with
+                    settle(other, now)
+                    rate[other] = base_rate[other]
+                    plan(other, now)
         wake = scheduler.next_wakeup(now)
         if wake is not None and wake <= now:
             raise RuntimeError(f"{policy.name} asked to wake at {wake} <= now {now}")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ilucid.core import Forecast, JobSpec, ProfileReport
+from ilucid.core.policies import needs_profiler
 from ilucid.estimators.forecast import BIN_S, HORIZON_BINS, LoadForecaster, load_series
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.estimators.profiles import (
@@ -25,11 +26,12 @@ from ilucid.estimators.profiles import (
     WorkloadProfile,
     assign_profile,
     load_lucid_profiles,
+    profile_dir,
 )
 from ilucid.sim.engine import World
 from ilucid.sim.estimates import WalkForwardEstimates
 
-__all__ = ["LucidWorld", "walk_forward_forecasts"]
+__all__ = ["LucidWorld", "profiling_world", "walk_forward_forecasts"]
 
 #: Speed assumed for a pair missing from the co-location table.
 UNMEASURED_PAIR_SPEED = 0.85
@@ -128,3 +130,14 @@ def walk_forward_forecasts(
         for t, (n, w) in zip(bins, predicted, strict=True):
             out.append((origin + (t + 1) * BIN_S, Forecast(jobs=n, gpu_seconds=w)))
     return out
+
+
+def profiling_world(
+    policy: str, estimates: WalkForwardEstimates | None = None
+) -> LucidWorld | None:
+    """The measured reality a profiling policy replays against, when profiles are at hand
+    (``ILUCID_PROFILE_DIR``); None otherwise (profiling then measures nothing)."""
+    directory = profile_dir()
+    if directory is None or not needs_profiler(policy):
+        return None
+    return LucidWorld.from_directory(directory, estimates)

@@ -28,6 +28,7 @@ from ilucid.core.policies import (
 )
 from ilucid.sim.engine import JobRecord, SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
 
 __all__ = [
@@ -137,12 +138,14 @@ def _run_task(task: tuple[str, str, bool]) -> MixedRun:
     else:
         policy = make_policy(policy_name)
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
+    world = profiling_world(policy_name, annotator)
     result = simulate(
         jobs,
         cluster,
         policy,
         config,
         annotator=annotator,
+        world=world,
         predict_every=predict_every if policy_name != "fifo" else 0,
     )
     return MixedRun(label, result, class_summary(result))

@@ -190,7 +190,8 @@ _ENTRIES = [
         Profile(
             DEFAULT_PROFILE,
             "the default: starvation guard; inference first with a 20% training reserve;"
-            " preemptive re-plan by attained-GPU-seconds level, then estimated remaining time",
+            " 300 s profiling run of new jobs; preemptive re-plan by attained-GPU-seconds"
+            " level, then estimated GPU-seconds left; indolent packing",
             (
                 PluginRef(S, "wait-bound", {"after_s": 86400.0}),
                 PluginRef(A, "training-reserve", {"reserve": 0.2}),
@@ -198,8 +199,10 @@ _ENTRIES = [
                 PluginRef(P, "least-loss", {"for": "inference"}),
                 PluginRef(Q, "leveled-estimate", {"levels": "1800,18000,180000"}),
                 PluginRef(P, "replan", {"restore_aware": True, "lead_per_error": 0.0}),
+                PluginRef(PR, "first-run", {"limit_s": 300.0, "max_gpus": 8}),
+                PluginRef(PK, "indolent", {"max_score": 2.0, "scan": 64}),
             ),
-            Needs(estimates=True),
+            Needs(estimates=True, profiler=True),
         ),
         lambda o: DefaultPolicy(o.default),
     ),

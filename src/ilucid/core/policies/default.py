@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from ilucid.core.decision import Reason
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
-from ilucid.core.model import JobClass
+from ilucid.core.model import JobClass, ProfileReport
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.preemptive import EstimateOrder, ReplanningPolicy
 from ilucid.core.policies.tiered import TierConfig
@@ -46,7 +46,9 @@ from ilucid.core.sorted_sums import Entry
 __all__ = ["DefaultConfig", "DefaultPolicy", "LeveledEstimateOrder"]
 
 #: level of a job the starvation guard promoted: ahead of every other level
-STARVING = -1
+STARVING = -2
+#: level of running jobs that share GPUs (packed): only a starving job stops them
+PACKED = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,19 @@ class DefaultConfig:
     #: Tiresias): events in between wait for the next boundary. Inference is admitted
     #: at every pass. 0: at every event
     replan_interval_s: float = 60.0
+    #: profiling (Lucid): a new job of at most ``profile_max_gpus`` GPUs first runs this
+    #: long; its measured profile (sharing score, memory, refined estimate) comes back
+    #: through ``on_profiled``. None: no profiling, hence no packing
+    profile_limit_s: float | None = 300.0
+    profile_max_gpus: int = 8
+    #: reports looked at before profiling stops for good when none measured a sharing
+    #: score (a cluster whose profiler sees nothing: each run would only cost a restore)
+    profile_probe: int = 20
+    #: indolent packing: a waiting profiled job may share the GPUs of a running profiled
+    #: job of the same GPU count when their sharing scores sum to at most 2 and their
+    #: memory fits; pending jobs looked at per pass for a partner
+    pack_scan: int = 64
+    assume_gpu_memory_gb: float = 32.0
 
     @classmethod
     def from_tiers(cls, tiers: TierConfig) -> DefaultConfig:
@@ -132,6 +147,8 @@ class LeveledEstimateOrder(EstimateOrder):
         self.slice_s = slice_s
         self.starving: dict[int, float] = {}  # seq -> when it began to starve
         self.sliced: set[int] = set()  # starving jobs served for one slice only
+        #: packed jobs -> GPUs they count for (0 for the one that joined): never preempted
+        self.packed: dict[int, int] = {}
         self._errors: deque[float] = deque(maxlen=error_window)
         self.lead_s = 0.0
 
@@ -155,6 +172,9 @@ class LeveledEstimateOrder(EstimateOrder):
         """A running job's key is its estimated GPU-seconds left as of this (re)key, less
         its restore overhead and the lead: it is re-keyed when it changes level or
         outlives its estimate, so a newcomer must beat what it was last known to need."""
+        counted = self.packed.get(job.seq)
+        if counted is not None:  # sharing GPUs: kept until its partner ends
+            return (PACKED, -math.inf, job.seq, counted)
         if job.seq in self.starving:  # served at last: only inference may stop it
             return (STARVING, -math.inf, job.seq, job.spec.num_gpus)
         attained = job.attained_at(now)
@@ -171,6 +191,8 @@ class LeveledEstimateOrder(EstimateOrder):
     def next_rekey(self, job: JobState, now: float) -> float | None:
         gpus = job.spec.num_gpus
         if gpus == 0:
+            return None
+        if job.seq in self.packed:
             return None
         if job.seq in self.starving:  # its key stays first until it ends (or its slice does)
             return job.since + self.slice_s if job.seq in self.sliced else None
@@ -197,6 +219,10 @@ class LeveledEstimateOrder(EstimateOrder):
         if self.lead_per_error > 0:
             self.lead_s = self.lead_per_error * statistics.median(self._errors)
         super().observe_finished(job)
+
+    def set_estimate(self, job: JobState, seconds: float) -> None:
+        """A better estimate than the submission's (a profiling run measured it)."""
+        self._estimate[job.seq] = seconds
 
     def median_error_s(self) -> float | None:
         """Median absolute error of recent submission-time estimates, in seconds."""
@@ -236,11 +262,21 @@ class DefaultPolicy(ReplanningPolicy):
         self.quotas = QuotaBook(self.config.quotas)
         self._training_running: dict[int, JobState] = {}
         self._due: list[tuple[float, int, float]] = []  # (starves at, seq, queued since)
+        self._reports: dict[int, ProfileReport] = {}  # profiled jobs' measurements
+        self._pairs: dict[int, JobState] = {}  # packed job -> the job sharing its GPUs
+        self._packable: dict[int, dict[int, JobState]] = {}  # GPUs -> running, alone, scored
+        self._profiled = 0  # profiling runs reported
+        self._scored = 0  # ... with a sharing score
+        self._profiling_off = False
 
     # -- stimuli -----------------------------------------------------------------
+    def _never_served(self, job: JobState) -> bool:
+        """Not yet started, or started only for its profiling run."""
+        return job.first_start is None or (job.seq in self._reports and job.preemptions == 0)
+
     def _watch(self, job: JobState) -> None:
         config = self.config
-        after = config.starve_after_s if job.first_start is None else config.rewait_after_s
+        after = config.starve_after_s if self._never_served(job) else config.rewait_after_s
         heapq.heappush(self._due, (job.since + after, job.seq, job.since))
 
     def on_submitted(self, job: JobState, now: float) -> None:
@@ -259,6 +295,8 @@ class DefaultPolicy(ReplanningPolicy):
         super().on_started(job, now)
         self._training_running[job.seq] = job
         self.quotas.add(job.spec.tenant, job.spec.num_gpus)
+        if job.seq not in self._pairs:
+            self._packable_add(job)
 
     def on_preempted(self, job: JobState, now: float) -> None:
         if job.spec.job_class is JobClass.INFERENCE:
@@ -266,7 +304,22 @@ class DefaultPolicy(ReplanningPolicy):
         super().on_preempted(job, now)
         del self._training_running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
+        self._packable_remove(job)
+        self._unpair(job, now)
         self._watch(job)
+
+    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
+        """A profiling run ended: keep its measurements; the job queues again at once."""
+        self._reports[job.seq] = report
+        self._profiled += 1
+        if report.sharing_score is not None:
+            self._scored += 1
+        elif self._profiled >= self.config.profile_probe and not self._scored:
+            self._profiling_off = True  # nothing here measures sharing: stop paying for it
+        if report.estimate is not None:
+            self.leveled.set_estimate(job, report.estimate)
+        self.on_preempted(job, now)
+        self._dirty = True
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
@@ -285,6 +338,92 @@ class DefaultPolicy(ReplanningPolicy):
         super().on_finished(job, now)
         del self._training_running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
+        self._packable_remove(job)
+        self._reports.pop(job.seq, None)
+        self._unpair(job, now)
+
+    def _unpair(self, job: JobState, now: float) -> None:
+        """``job`` left the GPUs it shared: its partner runs alone, back in its level."""
+        self.leveled.packed.pop(job.seq, None)
+        partner = self._pairs.pop(job.seq, None)
+        if partner is not None:
+            del self._pairs[partner.seq]
+            del self.leveled.packed[partner.seq]
+            self._rekey(partner, now)
+            self._packable_add(partner)
+
+    # -- profiling and packing -------------------------------------------------------
+    def _packable_add(self, job: JobState) -> None:
+        report = self._reports.get(job.seq)
+        if report is not None and report.sharing_score is not None:
+            self._packable.setdefault(job.spec.num_gpus, {})[job.seq] = job
+
+    def _packable_remove(self, job: JobState) -> None:
+        self._packable.get(job.spec.num_gpus, {}).pop(job.seq, None)
+
+    def _rekey(self, job: JobState, now: float) -> None:
+        """Recompute a running job's entry (it left or joined a packed pair)."""
+        self._running.remove(self._entry[job.seq])
+        self._add_running(job, now)
+
+    def _profile_limit(self, job: JobState) -> float | None:
+        limit = None if self._profiling_off else self.config.profile_limit_s
+        gpus = job.spec.num_gpus
+        if limit is None or job.first_start is not None or job.seq in self._reports:
+            return None
+        return limit if 0 < gpus <= self.config.profile_max_gpus else None
+
+    def _partner_for(self, job: JobState, step: SchedulingPass) -> JobState | None:
+        """The running job ``job`` may share GPUs with: sharing scores sum to at most 2
+        and memory fits; the lightest, longest-running first."""
+        mine = self._reports.get(job.seq)
+        if mine is None or mine.sharing_score is None:
+            return None
+        nodes = step.free.cluster.nodes
+        best: tuple[float, float, JobState] | None = None
+        for other in self._packable.get(job.spec.num_gpus, {}).values():
+            theirs = self._reports[other.seq]
+            assert theirs.sharing_score is not None and other.placement is not None
+            if mine.sharing_score + theirs.sharing_score > 2:
+                continue
+            capacity = min(
+                nodes[i].gpu_memory_gb or self.config.assume_gpu_memory_gb
+                for i in other.placement.node_indices
+            )
+            if (mine.gpu_memory_gb or 0.0) + (theirs.gpu_memory_gb or 0.0) > capacity:
+                continue
+            candidate = (theirs.sharing_score, other.since, other)
+            if best is None or candidate[:2] < best[:2]:
+                best = candidate
+        return None if best is None else best[2]
+
+    def _pack(self, step: SchedulingPass) -> None:
+        """Indolent packing: waiting profiled jobs share a running partner's GPUs."""
+        if not self._packable or not self._pending_count:
+            return
+        tried = 0
+        for job in list(super().pending_order()):
+            if tried >= self.config.pack_scan or not any(self._packable.values()):
+                break
+            if job.seq not in self._reports:
+                continue
+            tried += 1
+            partner = self._partner_for(job, step)
+            if partner is None:
+                continue
+            mine, theirs = self._reports[job.seq], self._reports[partner.seq]
+            self._packable_remove(partner)
+            self._pairs[job.seq], self._pairs[partner.seq] = partner, job
+            self.leveled.packed[partner.seq] = partner.spec.num_gpus
+            self.leveled.packed[job.seq] = 0
+            self._rekey(partner, step.now)
+            step.start_packed(
+                job,
+                partner,
+                f"{self.name}: packed with {partner.spec.id}: sharing scores"
+                f" {mine.sharing_score}+{theirs.sharing_score} <= 2, GPU memory"
+                f" {mine.gpu_memory_gb or 0:.1f}+{theirs.gpu_memory_gb or 0:.1f} GB fits",
+            )
 
     # -- timing ------------------------------------------------------------------
     def _next_due(self) -> float | None:
@@ -312,7 +451,7 @@ class DefaultPolicy(ReplanningPolicy):
             job = self._jobs[seq]
             self._remove_pending(job)
             self.leveled.starving[seq] = now
-            first = job.first_start is None
+            first = self._never_served(job)
             if not first:
                 self.leveled.sliced.add(seq)
             self._add_pending(job)
@@ -334,12 +473,35 @@ class DefaultPolicy(ReplanningPolicy):
         self._promote_starving(step.now)
         if self.inference.pending:
             before = len(self.inference.pending)
-            self.inference.admit(step, self._training_running.values)
+            self.inference.admit(step, self._victims)
             if len(self.inference.pending) != before:
                 self._dirty = True
         else:
             self.inference.settle(step)
+        replans = self.replans
         super().schedule(step)
+        if self.replans != replans and self.config.profile_limit_s is not None:
+            self._pack(step)
+
+    def _victims(self) -> Iterator[JobState]:
+        """Running training jobs inference may stop: all but those sharing GPUs."""
+        return (j for j in self._training_running.values() if j.seq not in self._pairs)
+
+    def _preempt(self, step: SchedulingPass, job: JobState) -> None:
+        """A job sharing GPUs is stopped with its partner: only then are they free."""
+        if job.status is not JobStatus.RUNNING:
+            return  # stopped already, as a victim's partner
+        why = f"{self.name}: jobs ahead in its order need its GPUs"
+        partner = self._pairs.get(job.seq)
+        if partner is not None:
+            step.preempt(partner, f"{why} (it shares them with {job.spec.id})")
+        step.preempt(job, why)
+
+    def _keeps_key(self, job: JobState) -> bool:
+        order = self.leveled
+        return job.seq in order.packed or (
+            job.seq in order.starving and job.seq not in order.sliced
+        )
 
     def _capacity(self, step: SchedulingPass) -> float:
         return float(step.free.cluster.total_gpus - self.inference.used)
@@ -356,16 +518,19 @@ class DefaultPolicy(ReplanningPolicy):
         return False
 
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
+        limit = self._profile_limit(job)
+
         def why() -> str:
             described = self.leveled.describe(job, step.now)
-            return f"{self.name}: {described}; within the GPUs in its order"
+            first = f"; profiling for up to {limit:g} s first" if limit is not None else ""
+            return f"{self.name}: {described}; within the GPUs in its order{first}"
 
-        if step.try_start(job, why, MAIN_POOL):
+        if step.try_start(job, why, MAIN_POOL, limit):
             return True
         if step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
             return False
         return step.try_start(
-            job, lambda: f"{why()} (on a node that also serves inference)", SERVING_POOL
+            job, lambda: f"{why()} (on a node that also serves inference)", SERVING_POOL, limit
         )
 
     # -- questions ---------------------------------------------------------------

@@ -231,6 +231,7 @@ class ReplanningPolicy(PolicyBase):
         self._pending_count = 0
         self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
         self._dirty = False
+        self.replans = 0  # passes that re-planned (a subclass acts after them)
 
     # -- bookkeeping -------------------------------------------------------------
     def _add_pending(self, job: JobState) -> None:
@@ -272,6 +273,8 @@ class ReplanningPolicy(PolicyBase):
             job = self._jobs.get(item[1])
             if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
                 continue  # stale: finished or preempted since
+            if self._keeps_key(job):
+                continue  # its key no longer changes while it runs
             self.order.refresh(job, now)
             fresh = self.order.running_entry(job, now)
             if fresh == self._entry[job.seq]:
@@ -384,6 +387,7 @@ class ReplanningPolicy(PolicyBase):
         if not self._dirty:
             return
         self._dirty = False
+        self.replans += 1
         quota = self._capacity(step)
         running = self._running
         chosen: list[Entry] = []
@@ -415,9 +419,7 @@ class ReplanningPolicy(PolicyBase):
             candidate = self._next_candidate(candidate, quota)
         jobs = self._jobs
         for entry in victims:
-            step.preempt(
-                jobs[int(entry[-2])], f"{self.name}: jobs ahead in its order need its GPUs"
-            )
+            self._preempt(step, jobs[int(entry[-2])])
         # free GPUs only shrink while chosen jobs start: a request that found no room
         # finds none later in the pass (fragmentation), so it is not placed again (a
         # cluster that bursts to paid pools decides each job by its own expected wait)
@@ -450,6 +452,13 @@ class ReplanningPolicy(PolicyBase):
 
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
         return step.try_start(job, f"{self.name}: within the GPU quota in its order")
+
+    def _preempt(self, step: SchedulingPass, job: JobState) -> None:
+        step.preempt(job, f"{self.name}: jobs ahead in its order need its GPUs")
+
+    def _keeps_key(self, job: JobState) -> bool:
+        """Whether a running job's key is fixed until it ends (its re-keys are void)."""
+        return False
 
 
 def estimate_srtf(
