@@ -19,14 +19,14 @@ import math
 from collections.abc import Callable
 
 from ilucid.core.jobs import JobState, JobStatus
-from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
 __all__ = ["ReplanningPolicy", "srtf", "tiresias"]
 
 OrderKey = Callable[[JobState, float], tuple[float, ...]]
 
 
-class ReplanningPolicy:
+class ReplanningPolicy(PolicyBase):
     """Greedy quota re-planning over a dynamic order (see module docstring)."""
 
     def __init__(
