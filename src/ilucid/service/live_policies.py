@@ -9,6 +9,7 @@ quotas, starvation bound) configures ``tiered`` and the default profile alike.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ilucid.core import Policy, make_policy
@@ -34,9 +35,14 @@ TIER_PROFILES = (DEFAULT_PROFILE, "tiered")
 
 
 def live_policy_factory(
-    profile_limit_s: float = 300.0, tiers: TierConfig | None = None
+    profile_limit_s: float = 300.0, tiers: TierConfig | None = None, profiling: bool = True
 ) -> Callable[[str], Policy]:
-    """``make_policy`` for a live service; refuses profiles that need true durations."""
+    """``make_policy`` for a live service; refuses profiles that need true durations.
+
+    ``profiling`` is False when the service has no metrics source: a profiling run
+    would then measure nothing and only cost the job a restart, so the default
+    profile starts jobs straight away (and never packs).
+    """
 
     def build(name: str) -> Policy:
         if name not in LIVE_POLICIES:
@@ -54,8 +60,10 @@ def live_policy_factory(
             )
         if name == "tiered" and tiers is not None:
             return TieredPolicy(tiers)
-        if name == DEFAULT_PROFILE and tiers is not None:
-            return DefaultPolicy(DefaultConfig.from_tiers(tiers))
+        if name == DEFAULT_PROFILE:
+            base = DefaultConfig.from_tiers(tiers) if tiers is not None else DefaultConfig()
+            limit = profile_limit_s if profiling else None
+            return DefaultPolicy(dataclasses.replace(base, profile_limit_s=limit))
         return make_policy(name)
 
     return build

@@ -41,6 +41,7 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
+from ilucid.core.policies import needs_profiler
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
 from ilucid.service.duration_keeper import DurationKeeper
@@ -483,7 +484,7 @@ class SchedulerService:
         for row in due:
             if row.id in self._stopping or row.gpu_indices in ("", NO_GPUS):
                 continue
-            if not hasattr(self.scheduler.policy, "on_profiled"):
+            if not needs_profiler(self.policy_name):
                 row.profile_until = None  # the policy changed: the job simply runs on
                 continue
             self._stopping[row.id] = "profiled"
