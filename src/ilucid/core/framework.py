@@ -164,6 +164,7 @@ class Needs:
 
     estimates: bool = False
     profiler: bool = False
+    forecasts: bool = False  # a load forecast for a tuner
     oracle: bool = False  # reads true durations: replays only
     live: bool = True
 

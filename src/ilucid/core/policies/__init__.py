@@ -40,6 +40,7 @@ __all__ = [
     "is_known",
     "make_policy",
     "needs_estimates",
+    "needs_forecasts",
     "needs_profiler",
     "profile_entry",
     "register_profile",
@@ -122,7 +123,7 @@ _ENTRIES = [
                 PluginRef(Q, "estimated-gpu-seconds"),
                 PluginRef(PK, "indolent", {"max_score": 2.0}),
             ),
-            Needs(estimates=True, profiler=True),
+            Needs(estimates=True, profiler=True, forecasts=True),
         ),
         lambda o: LucidPolicy(o.lucid or LucidConfig(), "lucid"),
     ),
@@ -280,6 +281,11 @@ def needs_estimates(name: str) -> bool:
 def needs_profiler(name: str) -> bool:
     """Whether profile ``name`` profiles new jobs (the driver supplies a profiler)."""
     return profile_entry(name).profile.needs.profiler
+
+
+def needs_forecasts(name: str) -> bool:
+    """Whether profile ``name`` tunes itself from a load forecast the driver supplies."""
+    return profile_entry(name).profile.needs.forecasts
 
 
 def register_profile(entry: ProfileEntry) -> None:
