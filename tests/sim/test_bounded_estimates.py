@@ -1,44 +1,24 @@
-"""Bounded refits inside a replay and the cheap predicted-start sampling (issue 15)."""
+"""Bounded refits inside a replay and the cheap predicted-start sampling (issue 15).
+
+The sliding window's size is checked in test_replay_estimator.py."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import ClassVar
+
+import pytest
 
 from ilucid.core import Cluster, JobSpec, Scheduler, make_policy
 from ilucid.core.expected_start import FreeProfile, project_starts
-from ilucid.estimators.duration import EbmDuration, MedianDuration
-from ilucid.estimators.features import FeatureRow
-from ilucid.sim import simulate
-from ilucid.sim.estimates import REFIT_EBM, REFIT_WINDOW, WalkForwardEstimates, refit_estimator
+from ilucid.estimators.duration import EbmDuration
+from ilucid.sim.estimates import REFIT_EBM, REFIT_WINDOW, WalkForwardEstimates, refit_model
 
 
-def test_refits_use_the_light_ebm_on_a_sliding_window() -> None:
-    model = refit_estimator("ebm")
-    assert isinstance(model, EbmDuration)
+def test_refits_use_the_light_ebm_on_a_sliding_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EbmDuration, "fit", lambda self, rows, durations: None)
+    model = refit_model([{"num_gpus": 1.0}], [60.0])
     assert {k: getattr(model, k) for k in REFIT_EBM} == REFIT_EBM
     assert WalkForwardEstimates([]).max_train == REFIT_WINDOW
-    assert isinstance(refit_estimator("user-median"), MedianDuration)
-
-
-class _Sized(MedianDuration):
-    sizes: ClassVar[list[int]] = []
-
-    def fit(self, rows: Sequence[FeatureRow], durations: Sequence[float]) -> None:
-        self.sizes.append(len(rows))
-        super().fit(rows, durations)
-
-
-def test_a_refit_learns_from_the_most_recent_finished_jobs_only() -> None:
-    jobs = [JobSpec(f"j{i}", i * 600.0, 1, 300.0) for i in range(3000)]
-    _Sized.sizes = []
-    annotator = WalkForwardEstimates(
-        jobs, retrain_every=86400.0, max_train=100, min_train=10, make=_Sized
-    )
-    simulate(jobs, Cluster.homogeneous(1, 8), make_policy("qssf"), annotator=annotator)
-    assert _Sized.sizes and max(_Sized.sizes) == 100
-    assert annotator.refits > len(_Sized.sizes)  # the first refits had too few jobs
 
 
 def _scan(times: list[float], free: list[int], gpus: int, duration: float) -> float | None:

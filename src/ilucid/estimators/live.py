@@ -8,6 +8,11 @@ holds the history of finished jobs (the features' source) and the current
 model with its version; :func:`training_set`, :func:`fit_duration_model`,
 :func:`save_model` and :func:`load_model` are the pieces a refit worker runs,
 in another process, on the same history.
+
+A replay (:class:`ilucid.sim.estimates.WalkForwardEstimates`) keeps one too,
+refitted on simulated time; :meth:`LiveDurationModel.estimate_many` is its
+batch path (one model call for a week of arrivals, each job explained on
+demand), and :func:`fit_duration_model` takes its lighter EBM settings.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ import os
 import pickle
 import tempfile
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ilucid.core import JobSpec
@@ -29,12 +34,14 @@ from ilucid.estimators.features import FeatureRow, FeatureStream, History
 __all__ = [
     "MEDIAN",
     "NONE",
+    "BatchEstimates",
     "DurationEstimate",
     "FinishedJob",
     "LiveDurationModel",
     "fit_duration_model",
     "format_estimate",
     "load_model",
+    "model_estimate",
     "save_model",
     "training_set",
 ]
@@ -92,6 +99,44 @@ def format_estimate(estimate: DurationEstimate, top: int = TOP_TERMS) -> str:
     )
 
 
+def model_estimate(model: EbmDuration, version: int, row: FeatureRow) -> DurationEstimate:
+    """What duration model ``version`` estimates from ``row``, with its terms and note."""
+    intercept, contributions = model.explain_one(row)
+    log_total = intercept + sum(c.value for c in contributions)
+    seconds = max(0.0, math.expm1(log_total))
+    estimate = DurationEstimate(seconds, f"v{version}", intercept, tuple(contributions), "")
+    return dataclasses.replace(estimate, note=format_estimate(estimate))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEstimates:
+    """Many jobs' estimates made at one moment, with one model call.
+
+    Either one model (``version`` >= 1) estimated every job, in a single
+    ``predict``, or there was none to use (``version == 0``) and each job got
+    the median fallback, whose full :class:`DurationEstimate` is in
+    ``fallbacks``. :meth:`explain` gives job ``i``'s estimate as
+    :meth:`LiveDurationModel.estimate` would have at that moment (with
+    ``predict``'s seconds): computing the terms of every job up front would
+    cost one model call per job.
+    """
+
+    version: int
+    model: EbmDuration | None
+    rows: list[FeatureRow]
+    seconds: list[float | None]
+    fallbacks: list[DurationEstimate] = field(default_factory=list)
+
+    def explain(self, index: int) -> DurationEstimate:
+        """Job ``index``'s estimate with its version, intercept and terms (or fallback note)."""
+        if self.model is None:
+            return self.fallbacks[index]
+        explained = model_estimate(self.model, self.version, self.rows[index])
+        # the seconds the job was given (``predict``'s; the terms add up to them to rounding)
+        explained = dataclasses.replace(explained, seconds=self.seconds[index])
+        return dataclasses.replace(explained, note=format_estimate(explained))
+
+
 class LiveDurationModel:
     """The current duration model, its version, and the finished-job history.
 
@@ -145,11 +190,23 @@ class LiveDurationModel:
         model, version = self._current
         if model is None or self._finished < self.min_jobs:
             return self._median(job, row)
-        intercept, contributions = model.explain_one(row)
-        log_total = intercept + sum(c.value for c in contributions)
-        seconds = max(0.0, math.expm1(log_total))
-        estimate = DurationEstimate(seconds, f"v{version}", intercept, tuple(contributions), "")
-        return dataclasses.replace(estimate, note=format_estimate(estimate))
+        return model_estimate(model, version, row)
+
+    def estimate_many(self, jobs: Sequence[JobSpec]) -> BatchEstimates:
+        """:meth:`estimate` for many jobs at once: one ``predict`` for the whole batch.
+
+        Same model, features, fallback rule and wording as :meth:`estimate`;
+        a model's seconds come from ``predict`` rather than summing the
+        explanation's terms, so they agree to floating-point rounding."""
+        with self._lock:
+            rows = [self._history.row(job) for job in jobs]
+            model, version = self._current
+            finished = self._finished
+        if model is None or finished < self.min_jobs:
+            fallbacks = [self._median(job, row) for job, row in zip(jobs, rows, strict=True)]
+            return BatchEstimates(0, None, rows, [f.seconds for f in fallbacks], fallbacks)
+        seconds: list[float | None] = list(model.predict(rows))
+        return BatchEstimates(version, model, rows, seconds)
 
     def explain_one(self, job: JobSpec) -> tuple[float, list[Contribution]]:
         """Intercept and contributions (log(1 + s)) of the estimate for ``job``."""
@@ -185,11 +242,16 @@ def training_set(finished: Iterable[FinishedJob]) -> tuple[list[FeatureRow], lis
     return rows, [item.duration for item in jobs]
 
 
-def fit_duration_model(rows: list[FeatureRow], durations: list[float]) -> EbmDuration:
-    """An EBM on one core (a refit runs beside a scheduler that must stay responsive)."""
+def fit_duration_model(
+    rows: list[FeatureRow], durations: list[float], **settings: int
+) -> EbmDuration:
+    """An EBM on one core (a refit runs beside a scheduler that must stay responsive).
+
+    ``settings`` override :class:`EbmDuration`'s defaults (a replay's lighter
+    refits, :data:`ilucid.sim.estimates.REFIT_EBM`); the service passes none."""
     if len(rows) != len(durations) or not rows:
         raise ValueError(f"rows: need one duration per row and at least one ({len(rows)} rows)")
-    model = EbmDuration(n_jobs=1)
+    model = EbmDuration(**{"n_jobs": 1, **settings})
     model.fit(rows, durations)
     return model
 

@@ -1,4 +1,14 @@
-"""Duration estimates inside a replay, as a live scheduler would have them.
+"""Duration estimates inside a replay, made by the live service's own component.
+
+A replay keeps a :class:`~ilucid.estimators.live.LiveDurationModel`, the
+service's versioned duration model, so a replay predicts what the service
+would estimate: the same feature rows (:func:`~ilucid.estimators.live.training_set`'s),
+the same fit function (:func:`~ilucid.estimators.live.fit_duration_model`), the same
+median fallback, with its wording, below ``min_jobs`` finished jobs, and the same
+explanations (intercept plus terms, :func:`~ilucid.estimators.live.format_estimate`).
+Each refit installs a new model version; every job's estimate records the
+version that made it. Where a replay differs from the service is listed on
+:class:`WalkForwardEstimates`.
 
 The estimator is refitted every ``retrain_every`` simulated seconds (a week by
 default) on the jobs that had finished *in this simulation* by then, each
@@ -28,6 +38,14 @@ itp-04  0.643 (9 refits, 74 s)           0.601 (24 s)
 Other settings tried on Philly: the last 5k jobs gave 0.976 but qssf's mean
 JCT rose from 209k to 357k s (10k: 217k, 20k: 217k); no pairs (10k, 500
 rounds) 0.989, and 0.811 on itp-03.
+
+Since the replay uses the service's component, a refit's rows are in
+``training_set``'s order (submission time) rather than end order. Nothing
+else changed (with end order the estimates were bit-identical), but the EBM's
+seeded validation split depends on row order, so the models differ a little:
+median APE with every job ending at submission + duration, itp-03 0.772 ->
+0.758, itp-04 0.724 -> 0.728; qssf's mean JCT, itp-03 164,458 -> 147,968 s,
+itp-04 23,565 -> 24,226 s.
 """
 
 from __future__ import annotations
@@ -35,20 +53,21 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 
 from ilucid.core import JobSpec
-from ilucid.estimators.duration import (
-    Contribution,
-    DurationEstimator,
-    EbmDuration,
-    make_duration_estimator,
+from ilucid.estimators.duration import EbmDuration
+from ilucid.estimators.features import FeatureRow
+from ilucid.estimators.live import (
+    BatchEstimates,
+    DurationEstimate,
+    FinishedJob,
+    LiveDurationModel,
+    fit_duration_model,
 )
-from ilucid.estimators.features import FeatureRow, FeatureStream
 
-__all__ = ["REFIT_EBM", "REFIT_WINDOW", "WalkForwardEstimates", "refit_estimator"]
+__all__ = ["NO_HISTORY_S", "REFIT_EBM", "REFIT_WINDOW", "WalkForwardEstimates", "refit_model"]
 
 WEEK = 7 * 86400.0
 #: finished jobs a refit learns from (the most recent ones)
@@ -61,50 +80,85 @@ REFIT_EBM: dict[str, int] = {
     "smoothing_rounds": 100,
     "n_jobs": 1,  # one bag: nothing to share between processes, and no pool to start
 }
+#: the estimate a replay gives when no job has finished yet (the service gives none)
+NO_HISTORY_S = 3600.0
+
+Fit = Callable[[list[FeatureRow], list[float]], EbmDuration]
 
 
-def refit_estimator(kind: str) -> DurationEstimator:
-    """A fresh estimator for one in-replay refit: the EBM with :data:`REFIT_EBM`."""
-    if kind == "ebm":
-        return EbmDuration(**REFIT_EBM)
-    return make_duration_estimator(kind)
+def refit_model(rows: list[FeatureRow], durations: list[float]) -> EbmDuration:
+    """One in-replay refit: the service's fit function with :data:`REFIT_EBM`."""
+    return fit_duration_model(rows, durations, **REFIT_EBM)
 
 
 class WalkForwardEstimates:
-    """An :class:`~ilucid.sim.engine.Annotator` that sets ``JobSpec.estimate``."""
+    """An :class:`~ilucid.sim.engine.Annotator` that sets ``JobSpec.estimate``.
+
+    Estimates come from ``self.live``, a :class:`LiveDurationModel` with
+    ``min_jobs = min_train``: refit ``n`` installs version ``n`` (refits before
+    ``min_train`` jobs have finished fit nothing, as the service refuses them,
+    and jobs then get the service's median fallback). ``model_of[job_id]`` is
+    the version that estimated a job (0: the fallback); :meth:`explain` and
+    :meth:`estimate_of` give its :class:`DurationEstimate`.
+
+    Where the replay differs from the service (``ilucid.service.duration_keeper``):
+
+    * cadence: a refit every ``retrain_every`` *simulated* seconds (a week),
+      not every N finished jobs or on demand; it fits in this process, at once,
+      while simulated time stands still (the service fits in a worker process
+      and installs the model when the worker is done);
+    * a refit learns from the last ``max_train`` finished jobs with the lighter
+      :data:`REFIT_EBM` (the service fits every finished job with the EBM's
+      defaults), so a long trace's late refits cost no more than early ones;
+    * the jobs submitted until the next refit are estimated in one batch at the
+      refit (:meth:`LiveDurationModel.estimate_many`), from the history known
+      then; the service estimates each job at its submission, from the history
+      known at that moment;
+    * a job learns its run time (``JobSpec.duration``); the service records end
+      minus first start;
+    * with no finished job at all a replay job gets :data:`NO_HISTORY_S`, where
+      the service shows no estimate.
+
+    Training rows are each job's features at its own submission, which is what
+    ``training_set`` recomputes from the finished jobs (a row sees the jobs that
+    had ended before its job was submitted); the replay records them as jobs
+    arrive instead of recomputing the whole history at every refit, and orders
+    them as ``training_set`` does (submission time, then id).
+    """
 
     def __init__(
         self,
         jobs: Sequence[JobSpec],
-        kind: str = "ebm",
         retrain_every: float = WEEK,
         max_train: int = REFIT_WINDOW,
         min_train: int = 50,
-        make: Callable[[], DurationEstimator] | None = None,
+        fit: Fit = refit_model,
     ) -> None:
         self._jobs = sorted(jobs, key=lambda j: j.submit_time)
         self._submits = [j.submit_time for j in self._jobs]
-        self._make = make or (lambda: refit_estimator(kind))
-        self.kind = kind
+        self._fit = fit
         self.retrain_every = retrain_every
         self.max_train = max_train
         self.min_train = min_train
-        self._stream = FeatureStream()
+        self.live = LiveDurationModel(min_jobs=min_train)
         self._rows: dict[str, FeatureRow] = {}  # features at each job's own submission
-        self._finished: list[tuple[str, float]] = []  # (job id, duration) in end order
-        self._estimates: dict[str, float] = {}
-        self._batch_rows: dict[str, FeatureRow] = {}
+        self._finished: list[FinishedJob] = []  # in end order
+        self._batch_of: dict[str, tuple[BatchEstimates, int]] = {}
+        self._single: dict[str, DurationEstimate] = {}  # jobs no batch knew
         self._next_fit = -math.inf
-        self.model: DurationEstimator | None = None
-        self.model_of: dict[str, int] = {}  # job id -> refit number that estimated it
-        self.models: list[DurationEstimator | None] = []
+        self.model_of: dict[str, int] = {}  # job id -> model version that estimated it
         self.refits = 0
         self._recent_sorted: list[float] = []
         self._recent_fifo: deque[float] = deque()
 
+    @property
+    def version(self) -> int:
+        """The current model version (0: none fitted yet)."""
+        return self.live.version
+
     def on_finish(self, spec: JobSpec, end: float) -> None:
-        self._stream.finished(spec, end)
-        self._finished.append((spec.id, spec.duration))
+        self.live.observe(spec, spec.duration)
+        self._finished.append(FinishedJob(spec, end, spec.duration))
         bisect.insort(self._recent_sorted, spec.duration)
         self._recent_fifo.append(spec.duration)
         if len(self._recent_fifo) > 2000:
@@ -126,48 +180,49 @@ class WalkForwardEstimates:
     def on_submit(self, spec: JobSpec, now: float) -> JobSpec:
         if now >= self._next_fit:
             self._refit(now)
-        self._rows[spec.id] = self._stream.row(spec, now)
-        estimate = self._estimates.pop(spec.id, None)
-        if estimate is None:  # a job the batch did not know (not in the trace list)
-            estimate = self._fallback()
-        return dataclasses.replace(spec, estimate=estimate)
+        self._rows[spec.id] = self.live.features(spec)
+        found = self._batch_of.get(spec.id)
+        if found is not None:
+            batch, index = found
+            seconds = batch.seconds[index]
+        else:  # a job the batch did not know (not in the trace list): estimated alone
+            single = self.live.estimate(spec)
+            self._single[spec.id] = single
+            self.model_of[spec.id] = self.live.version if single.version.startswith("v") else 0
+            seconds = single.seconds
+        return dataclasses.replace(spec, estimate=NO_HISTORY_S if seconds is None else seconds)
 
-    def _fallback(self) -> float:
-        recent = [d for _, d in self._finished[-500:]]
-        return statistics.median(recent) if recent else 3600.0
+    def training_rows(self) -> tuple[list[FeatureRow], list[float]]:
+        """The next refit's rows and durations: the last ``max_train`` finished jobs,
+        each as it was at its submission, in ``training_set``'s order."""
+        window = sorted(
+            self._finished[-self.max_train :], key=lambda f: (f.job.submit_time, f.job.id)
+        )
+        return [self._rows[f.job.id] for f in window], [f.duration for f in window]
 
     def _refit(self, now: float) -> None:
-        self._stream.advance(now)
-        known = self._finished[-self.max_train :]
-        model: DurationEstimator | None = None
-        if len(known) >= self.min_train:
-            model = self._make()
-            model.fit([self._rows[i] for i, _ in known], [d for _, d in known])
-        self.model = model
-        self.models.append(model)
+        if self.live.finished_jobs >= self.min_train:
+            rows, durations = self.training_rows()
+            self.live.install(self._fit(rows, durations), self.live.version + 1)
         self.refits += 1
         self._next_fit = now + self.retrain_every
         first = bisect.bisect_left(self._submits, now)
         last = bisect.bisect_left(self._submits, self._next_fit)
-        batch = self._jobs[first:last]
-        rows = [self._stream.history.row(j) for j in batch]
-        for job, row in zip(batch, rows, strict=True):
-            self._batch_rows[job.id] = row
-            self.model_of[job.id] = self.refits - 1
-        if model is not None and batch:
-            values = model.predict(rows)
-        else:
-            values = [self._fallback()] * len(batch)
-        for job, value in zip(batch, values, strict=True):
-            self._estimates[job.id] = value
+        jobs = self._jobs[first:last]
+        batch = self.live.estimate_many(jobs)
+        for index, job in enumerate(jobs):
+            self._batch_of[job.id] = (batch, index)
+            self.model_of[job.id] = batch.version
 
-    def explain(self, job_id: str) -> tuple[float, list[Contribution]] | None:
-        """Intercept and per-feature contributions (log space) behind a job's estimate."""
-        index = self.model_of.get(job_id)
-        row = self._batch_rows.get(job_id)
-        if index is None or row is None:
-            return None
-        model = self.models[index]
-        if model is None:
-            return None
-        return model.explain_one(row)
+    def estimate_of(self, job_id: str) -> DurationEstimate | None:
+        """A job's estimate with the model version that made it, its intercept and
+        terms (log(1 + s)), or the fallback's note; None for a job not yet estimated."""
+        found = self._batch_of.get(job_id)
+        if found is not None:
+            batch, index = found
+            return batch.explain(index)
+        return self._single.get(job_id)
+
+    def explain(self, job_id: str) -> DurationEstimate | None:
+        """The service's kind of explanation of a job's estimate (:meth:`estimate_of`)."""
+        return self.estimate_of(job_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import multiprocessing as mp
 import os
 import sys
@@ -14,9 +13,10 @@ from typing import Any, TextIO
 
 from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
 from ilucid.core.policies import needs_estimates, needs_profiler
+from ilucid.estimators.live import format_estimate
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.engine import SimResult, World, simulate
-from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.estimates import NO_HISTORY_S, WalkForwardEstimates
 from ilucid.sim.lucid_world import LucidWorld, walk_forward_forecasts
 
 __all__ = ["PolicyRun", "ProgressBar", "run_policies"]
@@ -83,16 +83,14 @@ def _detail(
     lines: list[str] = []
     if annotator is not None:
         explained = annotator.explain(job_id)
+        # the service's wording: "estimate N s by duration model vK = exp(...) - 1",
+        # or the median fallback's note
         if explained is None:
-            lines.append("estimate: no model yet when it arrived (median of finished jobs used)")
+            lines.append("estimate: none made")
+        elif explained.seconds is None:
+            lines.append(f"{format_estimate(explained)}; the replay used {NO_HISTORY_S:,.0f} s")
         else:
-            intercept, parts = explained
-            total = intercept + sum(p.value for p in parts)
-            lines.append(
-                f"estimate {math.expm1(total):,.0f} s = exp(intercept {intercept:+.2f}"
-                + "".join(f" {p.value:+.2f} [{p.feature_values}]" for p in parts[:6])
-                + ") - 1"
-            )
+            lines.append(format_estimate(explained))
     if isinstance(world, LucidWorld):
         spec = next((j for j in jobs if j.id == job_id), None)
         if spec is not None:
