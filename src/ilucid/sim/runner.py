@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
-from ilucid.core.policies import needs_estimates, needs_profiler
+from ilucid.core.policies import needs_estimates, needs_forecasts, needs_profiler
 from ilucid.estimators.live import format_estimate
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.engine import SimResult, World, simulate
@@ -117,7 +117,8 @@ def _run_one(task: tuple[int, str]) -> PolicyRun:
         world: World | None = None
         forecasts: list[tuple[float, Forecast]] = []
         if needs_profiler(name) and _lucid_inputs is not None:
-            profiles, forecasts = _lucid_inputs
+            profiles, all_forecasts = _lucid_inputs
+            forecasts = all_forecasts if needs_forecasts(name) else []
             if profiles is not None:
                 world = LucidWorld.from_directory(profiles, annotator)
         explain = options_explain.get("job")
@@ -156,7 +157,8 @@ def run_policies(
     global _payload, _lucid_inputs
     _payload = (jobs, cluster, config, options)
     if any(needs_profiler(p) for p in policies):
-        _lucid_inputs = (profile_dir(), walk_forward_forecasts(jobs))
+        tuned = any(needs_forecasts(p) for p in policies)
+        _lucid_inputs = (profile_dir(), walk_forward_forecasts(jobs) if tuned else [])
     tasks = list(enumerate(policies))
     if workers <= 1 or len(policies) == 1:
         shared = [0.0] * len(policies)

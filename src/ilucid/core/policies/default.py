@@ -408,16 +408,27 @@ class DefaultPolicy(ReplanningPolicy):
         return None if best is None else best[2]
 
     def _pack(self, step: SchedulingPass) -> None:
-        """Indolent packing: waiting profiled jobs share a running partner's GPUs."""
-        if not self._packable or not self._pending_count:
+        """Indolent packing: waiting profiled jobs share a running partner's GPUs.
+
+        Only GPU counts some running profiled job has are looked at, each in its
+        order, at most ``pack_scan`` profiled jobs a pass."""
+        if not self._pending_count:
             return
-        tried = 0
-        for job in list(super().pending_order()):
-            if tried >= self.config.pack_scan or not any(self._packable.values()):
-                break
-            if job.seq not in self._reports:
+        chosen: list[JobState] = []
+        budget = self.config.pack_scan
+        for gpus, partners in self._packable.items():
+            if not partners or budget <= 0:
                 continue
-            tried += 1
+            wanted = min(budget, 2 * len(partners) + 2)  # a few spares for misfits
+            for entry in self._pending.get(gpus, ()):
+                job = self._jobs[int(entry[-2])]
+                if job.seq in self._reports:
+                    chosen.append(job)
+                    wanted -= 1
+                    budget -= 1
+                    if wanted <= 0:
+                        break
+        for job in chosen:
             partner = self._partner_for(job, step)
             if partner is None:
                 continue
