@@ -21,6 +21,7 @@ from ilucid.hetero_cli import add_hetero_command, run_hetero_command
 from ilucid.hybrid_cli import add_hybrid_command, run_hybrid_command
 from ilucid.mixed_cli import add_mixed_command, run_mixed_command
 from ilucid.model_cli import add_model_commands, run_model_command
+from ilucid.profile_file import is_profile_file, resolve_policies
 from ilucid.service_cli import (
     SERVICE_COMMANDS,
     add_service_commands,
@@ -64,7 +65,7 @@ def _policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise argparse.ArgumentTypeError("name at least one policy")
-    unknown = [n for n in names if not is_known(n)]
+    unknown = [n for n in names if not is_known(n) and not is_profile_file(n)]
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N,"
@@ -179,7 +180,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--policy",
         type=_policies,
         default=["fifo", "sjf", "srtf", "tiresias"],
-        help="comma-separated policies (fifo,sjf,srtf,tiresias)",
+        help="comma-separated policies or profile files (fifo,sjf,srtf,tiresias;"
+        " e.g. fifo,my_site.toml)",
     )
     sim.add_argument("--out", type=Path, required=True, help="output directory")
     sim.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace")
@@ -428,7 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "simulate":
-            return _simulate(args, _load(args), args.policy, args.out)
+            # profile files are read (a bad one stops here) and registered before any fork
+            policies = resolve_policies(args.policy)
+            return _simulate(args, _load(args), policies, args.out)
         if args.command == "demo":
             return _demo(args)
         if args.command == "model":

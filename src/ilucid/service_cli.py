@@ -15,11 +15,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
+from ilucid.core.scheduler import Policy
+from ilucid.profile_file import is_profile_file, load_profile, resolve_policy
 
 __all__ = ["SERVICE_COMMANDS", "add_service_commands", "run_service_command"]
 
@@ -52,7 +56,8 @@ def add_service_commands(sub: Any) -> None:
     serve.add_argument(
         "--policy",
         default="ilucid",
-        help="scheduling profile (ilucid, the default profile; `ilucid policies` lists them)",
+        help="scheduling profile (ilucid, the default profile; `ilucid policies` lists them)"
+        " or a profile file (*.toml, docs/profiles.md)",
     )
     serve.add_argument(
         "--tiers",
@@ -184,7 +189,11 @@ def add_service_commands(sub: Any) -> None:
     logs.add_argument("job")
     logs.add_argument("--stderr", action="store_true")
     whatif = client("whatif", "replay the recorded history under another policy")
-    whatif.add_argument("--policy", required=True, help="policy to compare with the current")
+    whatif.add_argument(
+        "--policy",
+        required=True,
+        help="policy or profile file (*.toml) to compare with the current (replayed here)",
+    )
 
 
 def _db_url(args: argparse.Namespace) -> str:
@@ -218,8 +227,15 @@ def _serve(args: argparse.Namespace) -> int:
     from ilucid.service.live_policies import LIVE_POLICIES, TIER_PROFILES, live_policy_factory
     from ilucid.service.scheduler_service import SchedulerService
 
-    if args.policy not in LIVE_POLICIES:
-        raise ValueError(f"--policy must be one of {', '.join(LIVE_POLICIES)}")
+    site = None
+    if is_profile_file(args.policy):  # a site's own profile: read, registered, run by name
+        site = load_profile(args.policy)
+        register_profile(site)
+        args.policy = site.profile.name
+    elif args.policy not in LIVE_POLICIES:
+        raise ValueError(
+            f"--policy must be one of {', '.join(LIVE_POLICIES)}, or a profile file (*.toml)"
+        )
     tiers = None
     if args.tiers is not None:  # read before anything starts: a bad file stops here
         from ilucid.tier_settings import load_tier_config
@@ -286,7 +302,7 @@ def _serve(args: argparse.Namespace) -> int:
         backend,
         policy=args.policy,
         metrics=_metrics_source(args.metrics, gpus.source),
-        policy_factory=live_policy_factory(args.profile_limit, tiers),
+        policy_factory=_with_site(live_policy_factory(args.profile_limit, tiers), site),
         packing=packing,
         packing_source=str(args.packing_model or ""),
         durations=durations,
@@ -319,6 +335,16 @@ def _serve(args: argparse.Namespace) -> int:
         loop.join(timeout=5)
         durations.close()
     return 0
+
+
+def _with_site(
+    factory: Callable[[str], Policy], site: ProfileEntry | None
+) -> Callable[[str], Policy]:
+    """``factory``, which also builds the site's profile from ``--policy FILE.toml``."""
+    if site is None:
+        return factory
+    name = site.profile.name
+    return lambda policy: site.build(BuildOptions()) if policy == name else factory(policy)
 
 
 def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -485,19 +511,25 @@ def run_service_command(args: argparse.Namespace) -> int:
         elif args.command == "logs":
             stream = "stderr" if args.stderr else "stdout"
             sys.stdout.write(_call(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
-        elif args.command == "whatif":
-            return _whatif(client, args.policy)
+        elif args.command == "whatif":  # replayed here: a profile file is read here
+            return _whatif(client, resolve_policy(args.policy))
     return 0
 
 
 def _whatif(client: httpx.Client, other: str) -> int:
     from ilucid.cli import format_table
     from ilucid.core import Cluster
+    from ilucid.core.policies import is_known
     from ilucid.sim import summarize
     from ilucid.sim.runner import run_policies
     from ilucid.traces import load_trace
 
     current = _call(client, "GET", "/policy")["policy"]
+    if not is_known(current):
+        raise ValueError(
+            f"the service runs {current!r}, a site profile this command has not read;"
+            " replay it with --policy FILE.toml (its profile file)"
+        )
     history = _call(client, "GET", "/history.csv")
     nodes = _call(client, "GET", "/nodes")
     if history.count("\n") < 2:

@@ -1,0 +1,474 @@
+"""A site's own scheduling profile, written in TOML and registered under its own name.
+
+Two kinds of file. One tunes the default profile (``base = "ilucid"``)::
+
+    [profile]
+    name = "long-jobs"
+    summary = "the default, with a 12 h starvation bound"
+    [settings]                 # any DefaultConfig field
+    starve_after_s = 43200
+    levels = [3600, 36000]
+    profile_limit_s = false    # an optional setting: false turns it off
+    [settings.quotas.vision]   # tenant quotas, as in a --tiers file
+    guaranteed = 64
+
+The other orders training by the site's own rule (``base = "rule"``)::
+
+    [profile]
+    name = "my-site"
+    base = "rule"
+    [queue_order]
+    rule = "estimate * gpus / (1 + waited / 3600)"
+    # entry_point = "name"     # or a function an installed package registers
+    reserve_training = 0.2
+
+A rule is parsed by :mod:`ilucid.core.rules` (never ``eval``); an entry point is
+a function in the group ``ilucid.priority_rules`` taking the job's fields (a
+mapping of numbers) and returning its priority (lower runs first). Unknown keys
+and sections are errors, not ignored, and every error is one line
+``FILE:LINE: FIELD: message``. See docs/profiles.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields
+from importlib import metadata
+from pathlib import Path
+from typing import Any, cast
+
+from ilucid.core.framework import ExtensionPoint, Needs, PluginRef, Profile, QueueOrder
+from ilucid.core.policies import (
+    PROFILES,
+    BuildOptions,
+    DefaultConfig,
+    DefaultPolicy,
+    ProfileEntry,
+    register_profile,
+)
+from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
+from ilucid.core.quota import TenantQuota
+from ilucid.core.rules import PriorityRule, RuleError
+from ilucid.core.scheduler import Policy
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ProfileFileError",
+    "is_profile_file",
+    "load_profile",
+    "resolve_policies",
+    "resolve_policy",
+]
+
+#: the entry-point group a package registers its priority functions under
+ENTRY_POINT_GROUP = "ilucid.priority_rules"
+BASES = ("ilucid", "rule")
+
+_NUMBERS = "numbers"  # an array of numbers (``levels``)
+_PROFILE_KEYS: Mapping[str, Any] = {"name": str, "base": str, "summary": str}
+#: TOML types of DefaultConfig's field annotations (``X | None``: X, or leave it out)
+_KINDS: Mapping[str, Any] = {
+    "float": float,
+    "int": int,
+    "bool": bool,
+    "str": str,
+    "tuple[float, ...]": _NUMBERS,
+    "Mapping[str, TenantQuota]": dict,
+}
+#: the DefaultConfig fields a [settings] table may set, and their TOML types: every
+#: field whose type a TOML value can give (the config grows; this list follows it)
+_SETTINGS: Mapping[str, Any] = {
+    f.name: _KINDS[str(f.type).removesuffix(" | None")]
+    for f in fields(DefaultConfig)
+    if str(f.type).removesuffix(" | None") in _KINDS
+}
+_TENANT: Mapping[str, Any] = {"guaranteed": int, "borrow_limit": int, "weight": float}
+_QUEUE_ORDER: Mapping[str, Any] = {"rule": str, "entry_point": str, "reserve_training": float}
+_SECTIONS = ("profile", "settings", "queue_order")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: of those, the ones ``false`` turns off (``X | None``: profile_limit_s, preemption_limit)
+_OPTIONAL = frozenset(f.name for f in fields(DefaultConfig) if str(f.type).endswith(" | None"))
+assert {"levels", "starve_after_s", "reserve_training", "quotas"} <= set(_SETTINGS)
+
+Q, A, P, S, PR, PK = (
+    ExtensionPoint.QUEUE_ORDER,
+    ExtensionPoint.ADMISSION,
+    ExtensionPoint.PREEMPTION,
+    ExtensionPoint.STARVATION_GUARD,
+    ExtensionPoint.PROFILING,
+    ExtensionPoint.PACKING,
+)
+
+
+class ProfileFileError(ValueError):
+    """A profile file that cannot be used: ``FILE:LINE: FIELD: message``."""
+
+
+def is_profile_file(name: str) -> bool:
+    """Whether a ``--policy`` item names a profile file rather than a registered profile."""
+    return name.lower().endswith(".toml")
+
+
+def load_profile(path: Path | str) -> ProfileEntry:
+    """Read a profile file into a registry entry (not registered: see :func:`resolve_policy`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileFileError(f"{path}: {exc}") from None
+    where = _Locator(path, text)
+    for key, value in data.items():
+        if key not in _SECTIONS:
+            raise where.error("", key, f"unknown section; known: {', '.join(_SECTIONS)}")
+        if not isinstance(value, dict):
+            raise where.error("", key, f"must be a table ([{key}])")
+    head = data.get("profile")
+    if head is None:
+        raise where.error("", "profile", 'missing the [profile] table (name = "...")')
+    head = _check_keys(where, "profile", head, _PROFILE_KEYS)
+    name = head.get("name")
+    if name is None:
+        raise where.error("profile", "name", 'missing; name = "..." is what outputs show')
+    if not _NAME.match(name) or is_profile_file(name):
+        raise where.error(
+            "profile",
+            "name",
+            f"{name!r} is not a profile name: letters, digits, '.', '_' and '-',"
+            " not ending in .toml",
+        )
+    if name in PROFILES:
+        raise where.error(
+            "profile",
+            "name",
+            f"{name!r} is already a registered profile; give this profile a new name",
+        )
+    base = head.get("base", "ilucid")
+    if base not in BASES:
+        raise where.error("profile", "base", f"must be one of {', '.join(BASES)}, got {base!r}")
+    summary = head.get("summary")
+    if base == "ilucid":
+        if "queue_order" in data:
+            raise where.error(
+                "",
+                "queue_order",
+                'only a profile with base = "rule" has a queue order;'
+                ' base "ilucid" is tuned in [settings]',
+            )
+        return _settings_profile(where, name, summary, data.get("settings", {}))
+    if "settings" in data:
+        raise where.error(
+            "",
+            "settings",
+            'a profile with base = "rule" has no [settings]; put reserve_training in [queue_order]',
+        )
+    if "queue_order" not in data:
+        raise where.error(
+            "",
+            "queue_order",
+            'base = "rule" needs a [queue_order] table with rule = "..." or entry_point = "..."',
+        )
+    return _rule_profile(where, name, summary, data["queue_order"])
+
+
+def resolve_policy(name: str, _loaded: dict[Path, str] | None = None) -> str:
+    """``name`` itself, or for a ``*.toml`` path: load it, register it, return its name.
+
+    Call it before the simulator forks its workers (they inherit the registry).
+    The same file given twice in one call of :func:`resolve_policies` is read once.
+    """
+    if not is_profile_file(name):
+        return name
+    path = Path(name)
+    key = path.resolve()
+    if _loaded is not None and key in _loaded:
+        return _loaded[key]
+    entry = load_profile(path)
+    register_profile(entry)
+    if _loaded is not None:
+        _loaded[key] = entry.profile.name
+    return entry.profile.name
+
+
+def resolve_policies(names: Iterable[str]) -> list[str]:
+    """:func:`resolve_policy` for each of ``names`` (``--policy fifo,my_site.toml``)."""
+    loaded: dict[Path, str] = {}
+    return [resolve_policy(n, loaded) for n in names]
+
+
+# -- base = "ilucid": the default profile with the site's settings ----------------------
+def _settings_profile(
+    where: _Locator, name: str, summary: str | None, table: Mapping[str, Any]
+) -> ProfileEntry:
+    values: dict[str, Any] = {}
+    for key, value in _check_keys(where, "settings", table, _SETTINGS).items():
+        if value is None:  # ``false``: off
+            values[key] = None
+        elif key == "quotas":
+            values[key] = {tenant: _tenant(where, tenant, quota) for tenant, quota in value.items()}
+        elif key == "levels":
+            values[key] = tuple(value)
+        else:
+            values[key] = value
+    try:
+        config = DefaultConfig(**values)
+    except ValueError as exc:
+        field = next((k for k in values if str(exc).startswith(k)), None)
+        field = field or next((k for k in values if k in str(exc)), None)
+        raise where.error("settings", field, str(exc)) from None
+    if summary is None:
+        shown = ", ".join(
+            f"{k}={'off' if v is None else _shown(v)}" for k, v in values.items() if k != "quotas"
+        )
+        if values.get("quotas"):
+            shown = ", ".join(filter(None, [shown, f"quotas for {', '.join(values['quotas'])}"]))
+        summary = "the default profile" + (f" with {shown}" if shown else "")
+
+    def build(_: BuildOptions) -> Policy:
+        return DefaultPolicy(config, name)
+
+    needs = Needs(estimates=True, profiler=config.profile_limit_s is not None)
+    profile = Profile(name, summary, _default_plugins(config), needs)
+    return ProfileEntry(profile, build)
+
+
+def _default_plugins(config: DefaultConfig) -> tuple[PluginRef, ...]:
+    """The default profile's plugins, each with the arguments ``config`` gives it."""
+    guard: dict[str, float | str | bool] = {
+        "after_s": config.starve_after_s,
+        "rewait_after_s": config.rewait_after_s,
+        "slice_s": config.guard_slice_s,
+    }
+    least_loss: dict[str, float | str | bool] = {"for": "inference"}
+    if config.preemption_limit is not None:
+        least_loss["preemption_limit"] = float(config.preemption_limit)
+    quota: dict[str, float | str | bool] = (
+        {"tenants": ",".join(config.quotas)} if config.quotas else {}
+    )
+    profiling: tuple[PluginRef, ...] = ()
+    if config.profile_limit_s is not None:  # without profiling nothing is packed either
+        profiling = (
+            PluginRef(
+                PR,
+                "first-run",
+                {
+                    "limit_s": config.profile_limit_s,
+                    "max_gpus": float(config.profile_max_gpus),
+                    "probe": float(config.profile_probe),
+                },
+            ),
+            PluginRef(
+                PK,
+                "indolent",
+                {
+                    "max_score": 2.0,
+                    "scan": float(config.pack_scan),
+                    "assume_gpu_memory_gb": config.assume_gpu_memory_gb,
+                },
+            ),
+        )
+    return (
+        PluginRef(S, "wait-bound", guard),
+        PluginRef(A, "training-reserve", {"reserve": config.reserve_training}),
+        PluginRef(A, "tenant-quota", quota),
+        PluginRef(P, "least-loss", least_loss),
+        PluginRef(Q, "leveled-estimate", {"levels": ",".join(_shown(t) for t in config.levels)}),
+        PluginRef(
+            P,
+            "replan",
+            {
+                "restore_aware": True,
+                "lead_per_error": config.lead_per_error,
+                "error_window": float(config.error_window),
+                "interval_s": config.replan_interval_s,
+            },
+        ),
+        *profiling,
+    )
+
+
+def _tenant(where: _Locator, tenant: str, table: object) -> TenantQuota:
+    section = f"settings.quotas.{tenant}"
+    if not isinstance(table, dict):
+        raise where.error("settings.quotas", tenant, f"must be a table ([{section}])")
+    values = _check_keys(where, section, table, _TENANT)
+    try:
+        return TenantQuota(**values)
+    except ValueError as exc:
+        field = next((k for k in values if k in str(exc)), None)
+        raise where.error(
+            section if field else "settings.quotas", field or tenant, str(exc)
+        ) from None
+
+
+# -- base = "rule": inference first, then training by the site's own order --------------
+def _rule_profile(
+    where: _Locator, name: str, summary: str | None, table: Mapping[str, Any]
+) -> ProfileEntry:
+    section = "queue_order"
+    values = _check_keys(where, section, table, _QUEUE_ORDER)
+    reserve = values.get("reserve_training", 0.2)
+    if not 0.0 <= reserve < 1.0:
+        raise where.error(section, "reserve_training", f"must be in [0, 1), got {reserve}")
+    has_rule, has_entry = "rule" in values, "entry_point" in values
+    if has_rule == has_entry:
+        raise where.error(
+            "" if not has_rule else section,
+            section if not has_rule else "entry_point",
+            'give exactly one of rule = "..." and entry_point = "..."',
+        )
+    # frozen dataclasses: their read-only ``name`` is enough for a queue order, but mypy
+    # wants the Protocol's attribute writable
+    order: QueueOrder
+    if has_rule:
+        try:
+            rule = PriorityRule.parse(values["rule"])
+        except RuleError as exc:
+            raise where.error(section, "rule", str(exc)) from None
+        order = cast(QueueOrder, RuleOrder(rule))
+        plugin = PluginRef(Q, "rule", {"rule": rule.text})
+        shown = f"rule `{rule.text}`"
+    else:
+        entry_point = values["entry_point"]
+        function = _entry_point(where, entry_point)
+        order = cast(QueueOrder, FunctionOrder(function, f"entry point `{entry_point}`"))
+        plugin = PluginRef(Q, "entry-point", {"group": ENTRY_POINT_GROUP, "name": entry_point})
+        shown = f"entry point `{entry_point}` ({ENTRY_POINT_GROUP})"
+    if summary is None:
+        summary = (
+            f"inference first with a {reserve:.0%} training reserve; training by {shown},"
+            " lowest first, ranked afresh every pass; not preemptive"
+        )
+
+    def build(_: BuildOptions) -> Policy:
+        return RulePolicy(name, order, reserve)
+
+    plugins = (
+        PluginRef(A, "training-reserve", {"reserve": reserve}),
+        PluginRef(P, "least-loss", {"for": "inference"}),
+        plugin,
+    )
+    return ProfileEntry(Profile(name, summary, plugins, Needs(estimates=True)), build)
+
+
+def _entry_point(where: _Locator, name: str) -> Callable[[Mapping[str, float]], float]:
+    found = [e for e in metadata.entry_points(group=ENTRY_POINT_GROUP) if e.name == name]
+    if not found:
+        installed = sorted({e.name for e in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+        raise where.error(
+            "queue_order",
+            "entry_point",
+            f"no entry point {name!r} in the group {ENTRY_POINT_GROUP};"
+            f" installed: {', '.join(installed) or 'none'}",
+        )
+    try:
+        function = found[0].load()
+    except Exception as exc:  # an installed package's import failed: say how
+        raise where.error(
+            "queue_order",
+            "entry_point",
+            f"{name!r} ({found[0].value}) cannot be loaded: {type(exc).__name__}: {exc}",
+        ) from None
+    if not callable(function):
+        raise where.error(
+            "queue_order",
+            "entry_point",
+            f"{name!r} ({found[0].value}) is not a function of the job's fields",
+        )
+    return function  # type: ignore[no-any-return]
+
+
+# -- checking values -------------------------------------------------------------------
+def _check_keys(
+    where: _Locator, section: str, table: Mapping[str, Any], kinds: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The table's values, typed; an unknown key or a wrong type stops here."""
+    checked: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in kinds:
+            raise where.error(section, key, f"unknown key; known: {', '.join(kinds)}")
+        checked[key] = _typed(where, section, key, value, kinds[key])
+    return checked
+
+
+def _typed(where: _Locator, section: str, key: str, value: object, kind: Any) -> object:
+    # TOML has distinct ints, floats and booleans, but bool is an int in Python
+    if value is False and section == "settings" and key in _OPTIONAL:
+        return None
+    if kind is _NUMBERS:
+        if isinstance(value, list) and all(_is_number(v) for v in value):
+            return [float(v) for v in value]
+        raise where.error(section, key, f"must be an array of numbers, got {value!r}")
+    if kind is dict:
+        if isinstance(value, dict):
+            return value
+        raise where.error(section, key, f"must be a table ([{section}.{key}.NAME])")
+    if kind is str and isinstance(value, str):
+        return value
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number):
+            return number
+    names = {str: "a string", bool: "true or false", int: "a whole number", float: "a number"}
+    off = " or false (off)" if section == "settings" and key in _OPTIONAL else ""
+    raise where.error(section, key, f"must be {names[kind]}{off}, got {value!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "[" + ",".join(_shown(v) for v in value) + "]"
+    return str(value)
+
+
+class _Locator:
+    """Finds the line of a key for error messages (tomllib reports lines only for syntax)."""
+
+    _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    @staticmethod
+    def _dotted(header: str) -> str:
+        return ".".join(part.strip().strip("\"'") for part in header.split("."))
+
+    def line_of(self, section: str, key: str | None) -> int:
+        """The line of ``key`` in ``[section]`` (``""``: the top), else of the header, else 1."""
+        current = ""
+        header_line: int | None = None
+        pattern = re.compile(rf"^\s*[\"']?{re.escape(key or '')}[\"']?\s*=")
+        for number, line in enumerate(self.lines, start=1):
+            match = self._HEADER.match(line)
+            if match:
+                current = self._dotted(match.group(1))
+                if key is None and current == section:
+                    return number
+                if current == section:
+                    header_line = number
+                if not section and key is not None and current.split(".")[0] == key:
+                    return number  # an unknown or misplaced section: its header
+                continue
+            if key is not None and current == section and pattern.match(line):
+                return number
+        return header_line or 1
+
+    def error(self, section: str, key: str | None, message: str) -> ProfileFileError:
+        field = ".".join(part for part in (section, key) if part)
+        return ProfileFileError(f"{self.path}:{self.line_of(section, key)}: {field}: {message}")
