@@ -345,12 +345,17 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
             f"skipped {len(refused):,} jobs that this cluster can never hold"
             f" (e.g. {example_id}: {example.message})"
         )
-    if any(needs_profiler(p) for p in policies):
+    profiling = [p for p in policies if needs_profiler(p)]
+    if profiling:
+        who = ", ".join(profiling)
         if profile_dir() is None:
-            notes.append("lucid: no workload profiles (ILUCID_PROFILE_DIR): it never packs")
+            notes.append(
+                f"{who}: no workload profiles (ILUCID_PROFILE_DIR): profiling measures"
+                " nothing, so nothing is packed"
+            )
         else:
             notes.append(
-                "lucid: each job gets a measured workload profile from Lucid's table by a"
+                f"{who}: each job gets a measured workload profile from Lucid's table by a"
                 " seeded rule (sha256(seed:job id) mod N); Philly and ITP record none"
             )
     for note in notes:
