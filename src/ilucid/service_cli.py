@@ -110,7 +110,10 @@ def add_service_commands(sub: Any) -> None:
         help="GPUs set apart as a node the lucid policy may profile new jobs on (0)",
     )
     serve.add_argument(
-        "--profile-limit", type=float, default=300.0, help="lucid: profiling run length, s (300)"
+        "--profile-limit",
+        type=float,
+        default=300.0,
+        help="profiling run length of a new job, s (300; ilucid and lucid, with a metrics source)",
     )
     serve.add_argument(
         "--packing-model",
@@ -297,12 +300,14 @@ def _serve(args: argparse.Namespace) -> int:
         refit_every=args.refit_every,
         refit_interval_s=args.refit_interval,
     )
+    metrics = _metrics_source(args.metrics, gpus.source)
+    factory = live_policy_factory(args.profile_limit, tiers, profiling=metrics is not None)
     service = SchedulerService(
         engine,
         backend,
         policy=args.policy,
-        metrics=_metrics_source(args.metrics, gpus.source),
-        policy_factory=_with_site(live_policy_factory(args.profile_limit, tiers), site),
+        metrics=metrics,
+        policy_factory=_with_site(factory, site),
         packing=packing,
         packing_source=str(args.packing_model or ""),
         durations=durations,
