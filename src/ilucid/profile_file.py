@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ilucid.core.framework import ExtensionPoint, Needs, PluginRef, Profile, QueueOrder
 from ilucid.core.policies import (
@@ -323,21 +323,19 @@ def _rule_profile(
             section if not has_rule else "entry_point",
             'give exactly one of rule = "..." and entry_point = "..."',
         )
-    # frozen dataclasses: their read-only ``name`` is enough for a queue order, but mypy
-    # wants the Protocol's attribute writable
     order: QueueOrder
     if has_rule:
         try:
             rule = PriorityRule.parse(values["rule"])
         except RuleError as exc:
             raise where.error(section, "rule", str(exc)) from None
-        order = cast(QueueOrder, RuleOrder(rule))
+        order = RuleOrder(rule)
         plugin = PluginRef(Q, "rule", {"rule": rule.text})
         shown = f"rule `{rule.text}`"
     else:
         entry_point = values["entry_point"]
         function = _entry_point(where, entry_point)
-        order = cast(QueueOrder, FunctionOrder(function, f"entry point `{entry_point}`"))
+        order = FunctionOrder(function, f"entry point `{entry_point}`")
         plugin = PluginRef(Q, "entry-point", {"group": ENTRY_POINT_GROUP, "name": entry_point})
         shown = f"entry point `{entry_point}` ({ENTRY_POINT_GROUP})"
     if summary is None:

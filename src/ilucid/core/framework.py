@@ -64,7 +64,8 @@ class ExtensionPoint(StrEnum):
 class QueueOrder(Protocol):
     """Ranks pending jobs: a lower key goes first."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def key(self, job: JobState, now: float) -> float: ...
 
@@ -76,7 +77,8 @@ class QueueOrder(Protocol):
 class AdmissionFilter(Protocol):
     """Refuses a job before any node is looked at (quota, reserve, gang); None admits."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def refuse(self, job: JobState, now: float) -> Reason | None: ...
 
@@ -84,7 +86,8 @@ class AdmissionFilter(Protocol):
 class NodeFilter(Protocol):
     """Refuses one node for one job; None lets the node through to scoring."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def refuse(self, job: JobSpec, node: Node, free_gpus: int) -> Reason | None: ...
 
@@ -92,7 +95,8 @@ class NodeFilter(Protocol):
 class Score(Protocol):
     """Rates a node that passed every filter; higher is better."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def score(self, job: JobSpec, node: Node, free_gpus: int) -> float: ...
 
@@ -110,7 +114,8 @@ class VictimChoice:
 class Preemption(Protocol):
     """Chooses which running jobs to stop so that ``job`` can start, or None."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def victims(
         self, job: JobState, candidates: Iterable[JobState], now: float
@@ -120,7 +125,8 @@ class Preemption(Protocol):
 class Packing(Protocol):
     """Picks a running job whose GPUs ``job`` may share, or None (never pack)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def partner(self, job: JobState, running: Iterable[JobState]) -> JobState | None: ...
 
@@ -128,7 +134,8 @@ class Packing(Protocol):
 class Profiling(Protocol):
     """Decides which new jobs first run a bounded profiling run, and for how long."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def limit_s(self, job: JobState) -> float | None:
         """Seconds of profiling for ``job``, or None to send it straight to the queue."""
@@ -138,7 +145,8 @@ class Profiling(Protocol):
 class StarvationGuard(Protocol):
     """Bounds waiting: says when a pending job must be served ahead of the order."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def due(self, job: JobState) -> float | None:
         """When ``job`` (pending since ``job.since``) starts to starve; None: never."""
