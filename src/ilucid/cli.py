@@ -179,9 +179,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--policy",
         type=_policies,
-        default=["fifo", "sjf", "srtf", "tiresias"],
-        help="comma-separated policies or profile files (fifo,sjf,srtf,tiresias;"
-        " e.g. fifo,my_site.toml)",
+        default=[DEFAULT_PROFILE],
+        help=f"comma-separated profiles or profile files, e.g. fifo,tiresias,my_site.toml"
+        f" (default: {DEFAULT_PROFILE}, the default profile; `ilucid policies` lists them)",
     )
     sim.add_argument("--out", type=Path, required=True, help="output directory")
     sim.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace")

@@ -47,6 +47,7 @@ from ilucid.core.policies import (
     DefaultConfig,
     DefaultPolicy,
     ProfileEntry,
+    live_cadence,
     register_profile,
 )
 from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
@@ -230,8 +231,8 @@ def _settings_profile(
             shown = ", ".join(filter(None, [shown, f"quotas for {', '.join(values['quotas'])}"]))
         summary = "the default profile" + (f" with {shown}" if shown else "")
 
-    def build(_: BuildOptions) -> Policy:
-        return DefaultPolicy(config, name)
+    def build(options: BuildOptions) -> Policy:
+        return DefaultPolicy(live_cadence(config, options.live), name)
 
     needs = Needs(estimates=True, profiler=config.profile_limit_s is not None)
     profile = Profile(name, summary, _default_plugins(config), needs)

@@ -349,7 +349,8 @@ def _with_site(
     if site is None:
         return factory
     name = site.profile.name
-    return lambda policy: site.build(BuildOptions()) if policy == name else factory(policy)
+    live = BuildOptions(live=True)
+    return lambda policy: site.build(live) if policy == name else factory(policy)
 
 
 def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -20,6 +20,7 @@ from ilucid.core.policies import (
     DefaultPolicy,
     TierConfig,
     TieredPolicy,
+    live_cadence,
 )
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 
@@ -41,7 +42,9 @@ def live_policy_factory(
 
     ``profiling`` is False when the service has no metrics source: a profiling run
     would then measure nothing and only cost the job a restart, so the default
-    profile starts jobs straight away (and never packs).
+    profile starts jobs straight away (and never packs). A live default profile
+    re-plans at every pass: the reconcile loop's ``--interval`` is its cadence,
+    where a replay waits for 60 s boundaries.
     """
 
     def build(name: str) -> Policy:
@@ -63,7 +66,9 @@ def live_policy_factory(
         if name == DEFAULT_PROFILE:
             base = DefaultConfig.from_tiers(tiers) if tiers is not None else DefaultConfig()
             limit = profile_limit_s if profiling else None
-            return DefaultPolicy(dataclasses.replace(base, profile_limit_s=limit))
+            return DefaultPolicy(
+                live_cadence(dataclasses.replace(base, profile_limit_s=limit), True)
+            )
         return make_policy(name)
 
     return build

@@ -38,6 +38,7 @@ __all__ = [
     "TierConfig",
     "TieredPolicy",
     "is_known",
+    "live_cadence",
     "make_policy",
     "needs_estimates",
     "needs_forecasts",
@@ -69,6 +70,9 @@ class BuildOptions:
     default: DefaultConfig | None = None
     lucid: LucidConfig | None = None
     static_nodes: int = 0
+    #: built for a live service, whose reconcile loop paces the passes: profiles that
+    #: re-plan on fixed boundaries in replays re-plan at every live pass instead
+    live: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,12 @@ def _ordered(name: str, key: str, backfill: bool = False) -> ProfileEntry:
         Profile(name, summary, tuple(plugins), needs),
         lambda _: OrderedPolicy(name, keys[key], backfill=backfill),
     )
+
+
+def live_cadence(config: DefaultConfig, live: bool) -> DefaultConfig:
+    """A live default profile re-plans at every reconcile pass (its boundaries are a
+    replay's stand-in for a loop's cadence; a live pass never lands on one exactly)."""
+    return dataclasses.replace(config, replan_interval_s=0.0) if live else config
 
 
 def _tiered(options: BuildOptions) -> Policy:
@@ -205,7 +215,7 @@ _ENTRIES = [
             ),
             Needs(estimates=True, profiler=True),
         ),
-        lambda o: DefaultPolicy(o.default),
+        lambda o: DefaultPolicy(live_cadence(o.default or DefaultConfig(), o.live)),
     ),
 ]
 
