@@ -65,6 +65,9 @@ class Server:
             str(self.port),
             "--interval",
             "0.5",
+            # the orders and preemptions asserted below are tiered's (issue 7's contract)
+            "--policy",
+            "tiered",
         ]
         log = (self.data.parent / "serve.log").open("a")
         self.process = subprocess.Popen(

@@ -35,7 +35,8 @@ def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
     out.mkdir()
     port = free_port()
     env = {**os.environ, "OUT": str(out)}
-    command = serve_command(data, port, 4, 0.1)
+    # a non-preemptive profile: a second start of a job here can only be a duplicate launch
+    command = serve_command(data, port, 4, 0.1, "--policy", "tiered")
     url = f"http://127.0.0.1:{port}"
     accepted: list[str] = []
 
