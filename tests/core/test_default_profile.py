@@ -205,3 +205,16 @@ def test_profiling_stops_when_nothing_measures_sharing() -> None:
         ("b", None),
         ("c", None),
     ]
+
+
+def test_a_preemption_says_where_the_victim_stood() -> None:
+    scheduler = Scheduler(Cluster.homogeneous(1, 1), DefaultPolicy(EVERY_EVENT))
+    scheduler.submit(job("a", 0, 1, 4000, 4000), 0)
+    scheduler.schedule(0)
+    scheduler.submit(job("b", 100, 1, 500, 500), 100)
+    preempt, start = scheduler.schedule(100)
+    assert preempt.explain() == (
+        "preempt a: ilucid: level 0 of 3 (attained 100 GPU-s < 1,800), estimated 3,900 s x 1"
+        " GPU(s) left; jobs ahead of it in the order need its GPUs; restore costs 40 s"
+    )
+    assert start.job_id == "b"

@@ -512,7 +512,10 @@ class DefaultPolicy(ReplanningPolicy):
         """A job sharing GPUs is stopped with its partner: only then are they free."""
         if job.status is not JobStatus.RUNNING:
             return  # stopped already, as a victim's partner
-        why = f"{self.name}: jobs ahead in its order need its GPUs"
+        why = (
+            f"{self.name}: {self.leveled.describe(job, step.now)};"
+            " jobs ahead of it in the order need its GPUs"
+        )
         partner = self._pairs.get(job.seq)
         if partner is not None:
             step.preempt(partner, f"{why} (it shares them with {job.spec.id})")
