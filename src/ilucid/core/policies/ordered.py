@@ -10,7 +10,7 @@ and either end before the shadow time or use GPUs the head job will not need.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ilucid.core.jobs import JobState
 from ilucid.core.model import DEFAULT_ESTIMATE_S
@@ -97,8 +97,9 @@ class OrderedPolicy(PolicyBase):
     def next_wakeup(self, now: float) -> float | None:
         return None
 
-    def pending_order(self) -> list[JobState]:
-        return [job for _, job in self._queue]
+    def pending_order(self) -> Iterator[JobState]:
+        # lazy: a projection that stops early (or is not needed) does not copy the queue
+        return (job for _, job in self._queue)
 
     def queue_position(self, job: JobState, now: float) -> int | None:
         entry_key = self._key(job)
