@@ -45,15 +45,15 @@ imports: $(STAMP)
 bench: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/simulator.py
 
-## bench-policies: issue #3's table: fifo/qssf/tiresias/srtf/lucid/ilucid on Philly and ITP
+## bench-policies: issues #3 and #15: every policy and the default profile on Philly and ITP 01-05
 bench-policies: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/policies.py
 
-## bench-mixed: issue #4's table: tiered vs static partitioning vs FIFO with inference
+## bench-mixed: the default profile vs static partitioning vs FIFO with inference (issue #4's table)
 bench-mixed: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed.py
 
-## bench-mixed-robustness: issue #4: tiered vs static with every training job d s longer
+## bench-mixed-robustness: the default profile vs static with every training job d s longer
 bench-mixed-robustness: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed_robustness.py
 
