@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from importlib import metadata
@@ -54,6 +53,7 @@ from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.core.rules import PriorityRule, RuleError
 from ilucid.core.scheduler import Policy
+from ilucid.tier_settings import read_toml
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -116,14 +116,7 @@ def is_profile_file(name: str) -> bool:
 def load_profile(path: Path | str) -> ProfileEntry:
     """Read a profile file into a registry entry (not registered: see :func:`resolve_policy`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileFileError(f"{path}: {exc}") from None
+    text, data = read_toml(path, ProfileFileError)
     where = _Locator(path, text)
     for key, value in data.items():
         if key not in _SECTIONS:

@@ -28,7 +28,7 @@ from typing import Any
 from ilucid.core.policies import TierConfig
 from ilucid.core.quota import TenantQuota
 
-__all__ = ["TierSettingsError", "load_tier_config"]
+__all__ = ["TierSettingsError", "load_tier_config", "read_toml"]
 
 #: top-level keys a file may set (the TierConfig fields an operator may tune)
 _TOP = {
@@ -48,16 +48,22 @@ class TierSettingsError(ValueError):
     """A settings file that cannot be used, with where and why."""
 
 
-def load_tier_config(path: Path) -> TierConfig:
-    """Read ``path`` into a :class:`TierConfig`; unknown keys are errors, not ignored."""
+def read_toml(path: Path, error: type[ValueError]) -> tuple[str, dict[str, Any]]:
+    """A settings file's text and table; unreadable or malformed ones raise ``error``
+    naming the file (and the line, where TOML's parser knows it)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise TierSettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise TierSettingsError(f"{path}: {exc}") from None
+        raise error(f"{path}: {exc}") from None
+
+
+def load_tier_config(path: Path) -> TierConfig:
+    """Read ``path`` into a :class:`TierConfig`; unknown keys are errors, not ignored."""
+    text, data = read_toml(path, TierSettingsError)
     where = _Locator(path, text)
     top: dict[str, Any] = {}
     tenants: dict[str, TenantQuota] = {}

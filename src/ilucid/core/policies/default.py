@@ -47,6 +47,7 @@ from ilucid.core.model import JobClass, ProfileReport
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.preemptive import EstimateOrder, ReplanningPolicy
 from ilucid.core.policies.tiered import TierConfig
+from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
@@ -251,7 +252,7 @@ class LeveledEstimateOrder(EstimateOrder):
         return f"{where}, estimated {left:,.0f} s x {gpus} GPU(s) left"
 
 
-class DefaultPolicy(ReplanningPolicy):
+class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
     """Starvation guard, inference first, then the leveled estimate re-plan."""
 
     def __init__(self, config: DefaultConfig | None = None, name: str = "ilucid") -> None:
@@ -572,11 +573,3 @@ class DefaultPolicy(ReplanningPolicy):
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq) or self._refused.get(job.seq)
-
-    def wait_code(self, job: JobState) -> str | None:
-        reason = self._reason(job)
-        return reason.code if reason is not None else None
-
-    def explain_wait(self, job: JobState, now: float) -> str | None:
-        reason = self._reason(job)
-        return reason.message if reason is not None else None

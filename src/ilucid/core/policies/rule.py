@@ -21,6 +21,7 @@ from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
+from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.rules import PriorityRule, job_fields
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
@@ -61,7 +62,7 @@ class FunctionOrder:
         return f"priority {shown} by {self.name}; lowest first"
 
 
-class RulePolicy(PolicyBase):
+class RulePolicy(ReasonedWaits, PolicyBase):
     """Inference first, then training ranked afresh by ``order`` every pass (module doc)."""
 
     def __init__(self, name: str, order: QueueOrder, reserve_training: float = 0.2) -> None:
@@ -139,14 +140,11 @@ class RulePolicy(PolicyBase):
         )
         return 1 + len(self.inference.pending) + ahead
 
-    def wait_code(self, job: JobState) -> str | None:
-        reason = self._why.get(job.seq)
-        return reason.code if reason is not None else None
+    def _reason(self, job: JobState) -> Reason | None:
+        return self._why.get(job.seq)
 
     def explain_wait(self, job: JobState, now: float) -> str | None:
-        reason = self._why.get(job.seq)
-        if reason is not None:
-            return reason.message
-        if job.spec.job_class is JobClass.INFERENCE:
-            return None
+        told = super().explain_wait(job, now)
+        if told is not None or job.spec.job_class is JobClass.INFERENCE:
+            return told
         return self.order.describe(job, now)

@@ -40,6 +40,7 @@ from ilucid.core.model import JobClass
 from ilucid.core.policies.draining import Drainer
 from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL, InferenceTier
 from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
+from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
@@ -89,7 +90,7 @@ class TierConfig:
             raise ValueError(f"preemption_limit must be >= 0, got {self.preemption_limit}")
 
 
-class TieredPolicy(PolicyBase):
+class TieredPolicy(ReasonedWaits, PolicyBase):
     """Inference first, training reserve, tenant guarantees, weighted fair share."""
 
     def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
@@ -196,14 +197,6 @@ class TieredPolicy(PolicyBase):
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq)
-
-    def wait_code(self, job: JobState) -> str | None:
-        reason = self._reason(job)
-        return reason.code if reason is not None else None
-
-    def explain_wait(self, job: JobState, now: float) -> str | None:
-        reason = self._reason(job)
-        return reason.message if reason is not None else None
 
     def inference_limit(self, total_gpus: int) -> int:
         """Most GPUs inference may hold: the rest is the training reserve."""
