@@ -15,9 +15,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query
-from fastapi.responses import HTMLResponse, PlainTextResponse
-from pydantic import BaseModel, Field
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import Engine, or_, select
 from sqlalchemy.orm import Session
 
@@ -46,15 +47,81 @@ TIMELINE_MAX_MINUTES = 7 * 24 * 60
 REFIT_MAX_WAIT_S = 600.0
 
 
-class SubmitBody(BaseModel):
-    command: list[str] = Field(min_length=1, description="program and arguments (no shell)")
-    gpus: int = Field(1, ge=0)
-    job_class: str = Field("training", alias="class")
-    estimate_s: float | None = Field(None, gt=0)
-    checkpoint_s: float | None = Field(None, gt=0)
-    cwd: str | None = None
+#: Largest request body accepted, bytes; larger ones get 413 before they are read
+MAX_BODY_BYTES = 1 << 20
+#: Most arguments, and bytes of all arguments, one command may hold (Linux's own
+#: limit on a process's arguments is 128 KiB a string, about 2 MiB in all)
+MAX_ARGS = 4096
+MAX_COMMAND_BYTES = 128 * 1024
+#: Longest estimate or checkpoint interval accepted: ten years
+MAX_SECONDS = 10 * 365 * 86400.0
 
-    model_config = {"populate_by_name": True}
+
+def _valid_text(value: str, field: str) -> str:
+    """Valid UTF-8 text: a stored row that cannot be encoded is never accepted (NUL is
+    refused by the service itself, for every face)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} must be valid UTF-8 text (no lone surrogates)") from None
+    return value
+
+
+class SubmitBody(BaseModel):
+    """A submission, validated once, strictly: whole numbers are whole numbers, numbers
+    are finite and in range, text is valid UTF-8, and sizes are bounded."""
+
+    command: list[str] = Field(
+        min_length=1, max_length=MAX_ARGS, description="program and arguments (no shell)"
+    )
+    gpus: int = Field(1, ge=0, le=4096)
+    job_class: str = Field("training", alias="class", max_length=32)
+    estimate_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    cwd: str | None = Field(None, max_length=4096)
+
+    model_config = {"populate_by_name": True, "strict": True}
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        for argument in value:
+            _valid_text(argument, "command")
+        size = sum(len(a.encode("utf-8")) + 1 for a in value)
+        if size > MAX_COMMAND_BYTES:
+            raise ValueError(f"command holds {size:,} bytes; at most {MAX_COMMAND_BYTES:,}")
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        _valid_text(value, "cwd")
+        if not value.startswith("/"):
+            raise ValueError(f"cwd must be an absolute path, got {value!r}")
+        return value
+
+    @field_validator("job_class")
+    @classmethod
+    def _job_class(cls, value: str) -> str:
+        return _valid_text(value, "class")
+
+
+def _json_safe(value: Any) -> Any:
+    """A validation error's details with every value JSON can carry (NaN, inf and
+    surrogates are shown as text), so refusing bad input never fails itself."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return repr(value)[:200]
 
 
 class PolicyBody(BaseModel):
@@ -105,6 +172,25 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
 def build_app(service: SchedulerService) -> FastAPI:
     app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
     engine = service.engine
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for error in exc.errors():
+            kept = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
+            if "input" in error and len(repr(error["input"])) <= 200:
+                kept["input"] = error["input"]
+            errors.append(_json_safe(kept))
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.middleware("http")
+    async def bounded_body(request: Request, call_next: Any) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return JSONResponse(
+                {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}, status_code=413
+            )
+        return await call_next(request)
 
     # async: a cached token check needs no worker thread (a cache miss is one quick query)
     async def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
