@@ -163,3 +163,13 @@ def test_metrics_and_openapi(site: Site) -> None:
     assert 'ilucid_decisions_total{action="start",reason="Scheduled"}' in text
     assert "ilucid_pass_seconds_count 1" in text and 'le="+Inf"} 1' in text
     assert "/jobs/{job_id}/explain" in site.client.get("/openapi.json").json()["paths"]
+
+
+def test_a_tenant_name_cannot_inject_a_metric_line(site: Site) -> None:
+    evil = create_token(site.engine, "mallory", 'lab"} 1\nevil_metric{a="b')
+    submit(site, evil, ["true"])
+    text = site.client.get("/metrics").text
+    assert not any(line.startswith("evil_metric") for line in text.splitlines())
+    assert 'ilucid_pending_jobs{class="training",tenant="lab\\"} 1\\nevil_metric{a=\\"b"} 1' in (
+        text
+    )

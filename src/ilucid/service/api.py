@@ -108,6 +108,13 @@ class SubmitBody(BaseModel):
         return _valid_text(value, "class")
 
 
+def _label(value: object) -> str:
+    """A Prometheus label value, escaped as the exposition format requires (backslash,
+    double quote, newline): a tenant name cannot end its label and add a line."""
+    text = str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _json_safe(value: Any) -> Any:
     """A validation error's details with every value JSON can carry (NaN, inf and
     surrogates are shown as text), so refusing bad input never fails itself."""
@@ -438,10 +445,11 @@ def build_app(service: SchedulerService) -> FastAPI:
             whole_sum, whole_count = service.reconcile_seconds, service.reconciles
         model = service.durations.status()
         lines = ["# TYPE ilucid_jobs gauge"]
-        lines += [f'ilucid_jobs{{state="{s}"}} {n}' for s, n in sorted(states)]
+        lines += [f'ilucid_jobs{{state="{_label(s)}"}} {n}' for s, n in sorted(states)]
         lines += ["# TYPE ilucid_pending_jobs gauge"]
         lines += [
-            f'ilucid_pending_jobs{{class="{c}",tenant="{t}"}} {n}' for c, t, n in sorted(pending)
+            f'ilucid_pending_jobs{{class="{_label(c)}",tenant="{_label(t)}"}} {n}'
+            for c, t, n in sorted(pending)
         ]
         lines += ["# TYPE ilucid_gpus_busy gauge", f"ilucid_gpus_busy {total - free}"]
         lines += ["# TYPE ilucid_gpus_total gauge", f"ilucid_gpus_total {total}"]
@@ -455,7 +463,7 @@ def build_app(service: SchedulerService) -> FastAPI:
         ]
         lines += ["# TYPE ilucid_decisions_total counter"]
         lines += [
-            f'ilucid_decisions_total{{action="{a}",reason="{c}"}} {n}'
+            f'ilucid_decisions_total{{action="{_label(a)}",reason="{_label(c)}"}} {n}'
             for a, c, n in sorted(reasons)
         ]
         lines += ["# TYPE ilucid_pass_seconds histogram"]
