@@ -131,6 +131,8 @@ def _refit(args: argparse.Namespace) -> int:
     """Ask the service for a refit; it runs in the service's worker process, not here."""
     import httpx
 
+    from ilucid.service.client import call_service
+
     token = args.token
     stored = args.data_dir / "admin.token"
     if not token and stored.exists():
@@ -139,22 +141,9 @@ def _refit(args: argparse.Namespace) -> int:
         raise ValueError("no token: pass --token or set ILUCID_TOKEN")
     if args.wait < 0:
         raise ValueError(f"--wait must not be negative, not {args.wait}")
-    try:
-        response = httpx.post(
-            f"{args.url.rstrip('/')}/model/refit",
-            params={"wait": args.wait},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=args.wait + 30.0,
-        )
-    except httpx.HTTPError as exc:
-        raise ValueError(f"cannot reach the service at {args.url}: {exc}") from None
-    if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise ValueError(f"{response.status_code}: {detail}")
-    result = response.json()
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=args.url, headers=headers, timeout=args.wait + 30.0) as client:
+        result = call_service(client, "POST", "/model/refit", params={"wait": args.wait})
     if result["status"] == "done":
         print(f"duration model v{result['version']} is live")
     elif result["status"] == "failed":

@@ -24,6 +24,7 @@ import httpx
 from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
 from ilucid.core.scheduler import Policy
 from ilucid.profile_file import is_profile_file, load_profile, resolve_policy
+from ilucid.service.client import call_service
 
 __all__ = ["SERVICE_COMMANDS", "add_service_commands", "run_service_command"]
 
@@ -434,22 +435,6 @@ def _client(args: argparse.Namespace) -> httpx.Client:
     )
 
 
-def _call(client: httpx.Client, method: str, path: str, **kw: Any) -> Any:
-    try:
-        response = client.request(method, path, **kw)
-    except httpx.HTTPError as exc:
-        raise ValueError(f"cannot reach the service at {client.base_url}: {exc}") from None
-    if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise ValueError(f"{response.status_code}: {detail}")
-    if response.headers.get("content-type", "").startswith("application/json"):
-        return response.json()
-    return response.text
-
-
 def run_service_command(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
@@ -469,9 +454,9 @@ def run_service_command(args: argparse.Namespace) -> int:
                 body["estimate_s"] = args.estimate
             if args.checkpoint:
                 body["checkpoint_s"] = args.checkpoint
-            print(_call(client, "POST", "/jobs", json=body)["id"])
+            print(call_service(client, "POST", "/jobs", json=body)["id"])
         elif args.command == "jobs":
-            rows = _call(client, "GET", "/jobs")
+            rows = call_service(client, "GET", "/jobs")
             print(
                 _table(
                     [
@@ -490,7 +475,7 @@ def run_service_command(args: argparse.Namespace) -> int:
                 )
             )
         elif args.command == "queue":
-            rows = _call(client, "GET", "/queue")
+            rows = call_service(client, "GET", "/queue")
             print(
                 _table(
                     [(r["position"], r["id"], _when(r["expected_start"])) for r in rows],
@@ -498,7 +483,7 @@ def run_service_command(args: argparse.Namespace) -> int:
                 )
             )
         elif args.command == "nodes":
-            rows = _call(client, "GET", "/nodes")
+            rows = call_service(client, "GET", "/nodes")
             print(
                 _table(
                     [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows],
@@ -506,17 +491,17 @@ def run_service_command(args: argparse.Namespace) -> int:
                 )
             )
         elif args.command == "explain":
-            result = _call(client, "GET", f"/jobs/{args.job}/explain")
+            result = call_service(client, "GET", f"/jobs/{args.job}/explain")
             print(f"{result['id']}: {result['why']}")
             print(f"  {result['estimate']['text']}")
             for decision in result["decisions"]:
                 print(f"  {_when(decision['time'])}: {decision['message']}")
         elif args.command == "cancel":
-            result = _call(client, "DELETE", f"/jobs/{args.job}")
+            result = call_service(client, "DELETE", f"/jobs/{args.job}")
             print(f"{result['id']}: {result['state']}")
         elif args.command == "logs":
             stream = "stderr" if args.stderr else "stdout"
-            sys.stdout.write(_call(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
+            sys.stdout.write(call_service(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
         elif args.command == "whatif":  # replayed here: a profile file is read here
             return _whatif(client, resolve_policy(args.policy))
     return 0
@@ -530,14 +515,14 @@ def _whatif(client: httpx.Client, other: str) -> int:
     from ilucid.sim.runner import run_policies
     from ilucid.traces import load_trace
 
-    current = _call(client, "GET", "/policy")["policy"]
+    current = call_service(client, "GET", "/policy")["policy"]
     if not is_known(current):
         raise ValueError(
             f"the service runs {current!r}, a site profile this command has not read;"
             " replay it with --policy FILE.toml (its profile file)"
         )
-    history = _call(client, "GET", "/history.csv")
-    nodes = _call(client, "GET", "/nodes")
+    history = call_service(client, "GET", "/history.csv")
+    nodes = call_service(client, "GET", "/nodes")
     if history.count("\n") < 2:
         raise ValueError("no finished job recorded yet: nothing to replay")
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as handle:

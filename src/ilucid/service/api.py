@@ -108,6 +108,17 @@ class SubmitBody(BaseModel):
         return _valid_text(value, "class")
 
 
+def _histogram(name: str, counts: Sequence[int], total: float, count: int) -> list[str]:
+    """A histogram over ``PASS_BUCKETS`` in the exposition format (cumulative buckets)."""
+    lines = [f"# TYPE {name} histogram"]
+    cumulative = 0
+    for bound, n in zip(PASS_BUCKETS, counts, strict=False):
+        cumulative += n
+        lines.append(f'{name}_bucket{{le="{bound:g}"}} {cumulative}')
+    lines.append(f'{name}_bucket{{le="+Inf"}} {count}')
+    return [*lines, f"{name}_sum {total:.6f}", f"{name}_count {count}"]
+
+
 def _label(value: object) -> str:
     """A Prometheus label value, escaped as the exposition format requires (backslash,
     double quote, newline): a tenant name cannot end its label and add a line."""
@@ -466,26 +477,8 @@ def build_app(service: SchedulerService) -> FastAPI:
             f'ilucid_decisions_total{{action="{_label(a)}",reason="{_label(c)}"}} {n}'
             for a, c, n in sorted(reasons)
         ]
-        lines += ["# TYPE ilucid_pass_seconds histogram"]
-        cumulative = 0
-        for bound, count in zip(PASS_BUCKETS, buckets, strict=False):
-            cumulative += count
-            lines.append(f'ilucid_pass_seconds_bucket{{le="{bound:g}"}} {cumulative}')
-        lines.append(f'ilucid_pass_seconds_bucket{{le="+Inf"}} {pass_count}')
-        lines += [
-            f"ilucid_pass_seconds_sum {pass_sum:.6f}",
-            f"ilucid_pass_seconds_count {pass_count}",
-        ]
-        lines += ["# TYPE ilucid_reconcile_seconds histogram"]
-        cumulative = 0
-        for bound, count in zip(PASS_BUCKETS, whole, strict=False):
-            cumulative += count
-            lines.append(f'ilucid_reconcile_seconds_bucket{{le="{bound:g}"}} {cumulative}')
-        lines.append(f'ilucid_reconcile_seconds_bucket{{le="+Inf"}} {whole_count}')
-        lines += [
-            f"ilucid_reconcile_seconds_sum {whole_sum:.6f}",
-            f"ilucid_reconcile_seconds_count {whole_count}",
-        ]
+        lines += _histogram("ilucid_pass_seconds", buckets, pass_sum, pass_count)
+        lines += _histogram("ilucid_reconcile_seconds", whole, whole_sum, whole_count)
         lines += [
             "# TYPE ilucid_duration_model_version gauge",
             f"ilucid_duration_model_version {model['version']}",

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,7 +300,7 @@ class DurationKeeper:
         except Exception as exc:  # a failed refit keeps the previous model
             with self._lock:
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                if self._pool is not None and getattr(self._pool, "_broken", False):
+                if self._pool is not None and isinstance(exc, BrokenProcessPool):
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
             print(f"ilucid serve: duration model refit failed: {exc!r}", flush=True)
