@@ -54,13 +54,17 @@ class _Tally:
 
     recent: deque[float]
     count: int = 0
+    _median: float | None = None  # cached: rows are built far more often than jobs end
 
     def add(self, duration: float) -> None:
         self.recent.append(duration)
         self.count += 1
+        self._median = None
 
     def median(self) -> float:
-        return statistics.median(self.recent) if self.recent else math.nan
+        if self._median is None:
+            self._median = statistics.median(self.recent) if self.recent else math.nan
+        return self._median
 
     def last(self) -> float:
         return self.recent[-1] if self.recent else math.nan
