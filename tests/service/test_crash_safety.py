@@ -1,9 +1,16 @@
-"""Crash safety: ``ilucid serve`` is killed with SIGKILL 20 times while jobs are submitted.
+"""Crash safety: ``ilucid serve`` is killed 100 times while jobs are submitted and end.
 
-After each kill it is restarted on the same data directory. At the end every
-submission the API accepted (answered 201) must exist and have run to the end,
-none may have started twice (each job appends a line per start to its own file;
-no job here is ever preempted), and any job that was requeued carries a reason.
+Two kinds of kill, each followed by a restart on the same data directory:
+
+* **at each step of a job's end** (``ilucid.service.faults``): the service is
+  armed to SIGKILL itself when it has seen a job's exit, recorded it, committed
+  it, or forgotten the job's files. Every point is hit several times;
+* **at random moments** under a stream of submissions.
+
+At the end every submission the API accepted (answered 201) must exist and have
+run to the end, none may have started twice (each job appends a line per start
+to its own file; no job here is ever preempted), and any job that was requeued
+carries a reason.
 """
 
 from __future__ import annotations
@@ -21,58 +28,105 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.service.db import JobRow, TransitionRow, make_engine
+from ilucid.service.faults import CRASH_POINTS, ENV
 
-KILLS = 20
+KILLS = 100
+#: kills at each crash point on the end path (the rest are random)
+PER_POINT = 5
 JOB = 'echo "start $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; sleep {seconds}'
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_helpers import free_port, serve_command  # noqa: E402
 
 
-def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
+class Server:
+    """One ``ilucid serve`` process at a time on a fixed data directory and port."""
+
+    def __init__(self, command: list[str], env: dict[str, str], url: str) -> None:
+        self.command, self.env, self.url = command, env, url
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, crash_at: str | None = None) -> None:
+        env = dict(self.env)
+        if crash_at is not None:
+            env[ENV] = crash_at
+        self.process = subprocess.Popen(
+            self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return  # an armed point was reached during start-up (it ended a job)
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.process.kill()
+        raise AssertionError("serve did not come up")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def died_by_itself(self, within_s: float) -> bool:
+        assert self.process is not None
+        try:
+            code = self.process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return code == -signal.SIGKILL
+
+
+def _submit(url: str, headers: dict[str, str], rng: random.Random) -> str | None:
+    body = {
+        "command": ["sh", "-c", JOB.format(seconds=rng.choice([0.1, 0.3, 0.8]))],
+        "gpus": rng.choice([1, 1, 2]),
+    }
+    try:
+        response = httpx.post(f"{url}/jobs", json=body, headers=headers, timeout=5)
+    except httpx.HTTPError:
+        return None  # not accepted: no answer
+    return str(response.json()["id"]) if response.status_code == 201 else None
+
+
+def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path) -> None:
     rng = random.Random(7)
     data, out = tmp_path / "data", tmp_path / "out"
     out.mkdir()
     port = free_port()
-    env = {**os.environ, "OUT": str(out)}
-    # a non-preemptive profile: a second start of a job here can only be a duplicate launch
-    command = serve_command(data, port, 4, 0.1, "--policy", "tiered")
     url = f"http://127.0.0.1:{port}"
+    # a non-preemptive profile: a second start of a job here can only be a duplicate launch
+    command = serve_command(data, port, 4, 0.05, "--policy", "tiered")
+    server = Server(command, {**os.environ, "OUT": str(out)}, url)
     accepted: list[str] = []
+    kills = 0
+    by_point = dict.fromkeys(CRASH_POINTS, 0)
 
-    def start() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    return process
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        process.kill()
-        raise AssertionError("serve did not come back")
-
-    server = start()
-    token = (data / "admin.token").read_text().strip()
-    headers = {"Authorization": f"Bearer {token}"}
-    for _kill in range(KILLS):
-        kill_at = time.monotonic() + rng.uniform(0.2, 1.2)
+    server.start()
+    headers = {"Authorization": f"Bearer {(data / 'admin.token').read_text().strip()}"}
+    for point in CRASH_POINTS * PER_POINT:
+        server.kill()
+        server.start(crash_at=point)
+        if server.process is not None and server.process.poll() is None:
+            job = _submit(url, headers, rng)
+            if job is not None:
+                accepted.append(job)
+        assert server.died_by_itself(within_s=30), f"crash point {point} was never reached"
+        kills += 1
+        by_point[point] += 1
+        server.start()
+    while kills < KILLS:
+        kill_at = time.monotonic() + rng.uniform(0.1, 0.8)
         while time.monotonic() < kill_at:
-            body = {
-                "command": ["sh", "-c", JOB.format(seconds=rng.choice([0.2, 0.5, 1.0]))],
-                "gpus": rng.choice([1, 1, 2]),
-            }
-            try:
-                response = httpx.post(f"{url}/jobs", json=body, headers=headers, timeout=5)
-            except httpx.HTTPError:
-                continue  # not accepted: no answer
-            if response.status_code == 201:
-                accepted.append(response.json()["id"])
-        server.send_signal(signal.SIGKILL)
-        server.wait()
-        server = start()
+            job = _submit(url, headers, rng)
+            if job is not None:
+                accepted.append(job)
+        server.kill()
+        kills += 1
+        server.start()
 
     engine = make_engine(f"sqlite:///{data / 'ilucid.db'}")
     try:
@@ -84,16 +138,21 @@ def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path: Path) -> None:
                 break
             time.sleep(0.5)
     finally:
-        server.terminate()
-        server.wait(timeout=15)
+        assert server.process is not None
+        server.process.terminate()
+        server.process.wait(timeout=15)
+    print(f"kills: {kills} ({by_point} at crash points), accepted jobs: {len(accepted)}")
+    assert kills >= KILLS and all(n == PER_POINT for n in by_point.values())
     assert len(accepted) >= KILLS
     missing = [j for j in accepted if j not in rows]
     assert not missing, f"accepted but lost: {missing}"
     unfinished = {j: rows[j] for j in accepted if rows[j] != "succeeded"}
-    assert not unfinished, unfinished
+    assert not unfinished, f"stuck: {unfinished}"
     starts = {j: (out / j).read_text().count("start") for j in accepted}
     twice = {j: n for j, n in starts.items() if n != 1}
     assert not twice, f"started more or less than once: {twice}"
+    leftovers = [p.parent.name for p in (data / "jobs").glob("*/exit")]
+    assert not leftovers, f"ended jobs whose files were never forgotten: {leftovers}"
     with Session(engine) as session:
         requeued = session.scalars(
             select(TransitionRow).where(

@@ -45,6 +45,7 @@ from ilucid.core.policies import needs_profiler
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
 from ilucid.service.duration_keeper import DurationKeeper
+from ilucid.service.faults import crash_point
 from ilucid.service.live_profiler import RULE_THRESHOLDS, MeasuredRun, profile_report
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
@@ -118,6 +119,7 @@ class SchedulerService:
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self._stopping: dict[str, str] = {}  # job id -> "cancelled" or "preempted"
+        self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.leading = True  # a replica behind leader election starts as a follower
         self._published_at = 0.0
@@ -207,6 +209,12 @@ class SchedulerService:
                     row.gpu_indices = ""
                 self.scheduler.submit(_spec(row), row.submit_time)
             session.commit()
+            # a crash after an end was committed and before the backend forgot the job
+            exited = [j for j, o in seen.jobs.items() if o.state is ProcessState.EXITED]
+            self._forgets += session.scalars(
+                select(JobRow.id).where(JobRow.id.in_(exited), JobRow.state.in_(ENDED))
+            ).all()
+        self._forget_recorded_ends()
 
     def _adopt(
         self,
@@ -386,6 +394,7 @@ class SchedulerService:
                 # "running" without a process (requeued on restart) or a process the
                 # restart re-adopts, never a job started twice
                 session.commit()
+                self._forget_recorded_ends()
                 for decision in decisions:
                     if decision.action is Action.PREEMPT:
                         self._stop(decision.job_id)
@@ -423,7 +432,7 @@ class SchedulerService:
             ):
                 continue
             del self._stopping[job_id]
-            self._forget(job_id)
+            self._forgets.append(job_id)
             row = session.get(JobRow, job_id)
             if why == "profiled" and row is not None and row.state == RUNNING:
                 if observed is not None and observed.exit_code == 0:
@@ -452,7 +461,7 @@ class SchedulerService:
                 row.gpu_indices = ""
                 row.preemptions += 1
                 self._transition(session, row, PENDING, "its process vanished without an exit")
-                self._forget(row.id)
+                self._forgets.append(row.id)
                 continue
             row.exit_code = observed.exit_code
             row.end_time = now
@@ -465,9 +474,11 @@ class SchedulerService:
                     f"exited with code {code}",
                 )
             )
+            crash_point("end-seen")
             self._finish_in_core(row.id, now)
             self._transition(session, row, final, why)
-            self._forget(row.id)
+            crash_point("end-recorded")
+            self._forgets.append(row.id)
             if final == SUCCEEDED and row.first_start is not None:
                 self.durations.finished(_spec(row), max(0.0, now - row.first_start))
 
@@ -598,6 +609,20 @@ class SchedulerService:
             except BackendUnavailable as exc:
                 print(f"ilucid serve: publishing why {job_id} waits: {exc}", flush=True)
                 return
+
+    def _forget_recorded_ends(self) -> None:
+        """Let the backend drop the files of jobs whose end is now committed.
+
+        Only after the commit: a crash between forgetting a job's exit file and
+        recording its end would leave it "running" with no trace of its exit, and
+        the restart would run it again. A crash after the commit and before this
+        leaves stale files, which the restart clears (``_rebuild``).
+        """
+        if self._forgets:
+            crash_point("end-committed")
+        while self._forgets:
+            self._forget(self._forgets.pop())
+            crash_point("end-forgotten")
 
     def _forget(self, job_id: str) -> None:
         forget = getattr(self.backend, "forget", None)
