@@ -9,6 +9,7 @@ fixed tick), so cost grows with the number of events, not simulated seconds.
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import time
 from array import array
@@ -39,6 +40,11 @@ __all__ = [
 ]
 
 ProgressFn = Callable[[float], None]
+
+#: Most samples a :class:`ClusterSeries` holds (6 MB; 347 days at one a minute). Past it
+#: the interval doubles, so a huge makespan costs memory and time by events, not by
+#: simulated minutes.
+MAX_SAMPLES = 500_000
 
 
 class World:
@@ -116,6 +122,32 @@ class ClusterSeries:
     busy_gpus: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
     pending_jobs: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
     fragmented_gpus: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
+
+    def due(self, now: float) -> bool:
+        """Whether a sample time falls before ``now``."""
+        return self.start + len(self.busy_gpus) * self.step < now
+
+    def fill(self, now: float, busy: int, pending: int, fragmented: int) -> None:
+        """Record the state held until ``now`` at every sample time before it.
+
+        At :data:`MAX_SAMPLES` every other sample is dropped and the step doubles: the
+        series is then what sampling at the coarser step from the start would give.
+        """
+        while True:
+            count = len(self.busy_gpus)
+            missing = math.ceil((now - self.start) / self.step) - count
+            if missing <= 0:
+                return
+            if count >= MAX_SAMPLES:
+                self.busy_gpus = self.busy_gpus[::2]
+                self.pending_jobs = self.pending_jobs[::2]
+                self.fragmented_gpus = self.fragmented_gpus[::2]
+                self.step *= 2
+                continue
+            n = min(missing, MAX_SAMPLES - count)
+            self.busy_gpus.extend(array("i", [busy]) * n)
+            self.pending_jobs.extend(array("i", [pending]) * n)
+            self.fragmented_gpus.extend(array("i", [fragmented]) * n)
 
 
 @dataclass(slots=True)
@@ -208,7 +240,6 @@ def simulate(
 
     start_time = jobs[0].submit_time if jobs else 0.0
     series = ClusterSeries(start=start_time, step=sample_every)
-    next_sample = start_time
     last_time = start_time
     n_jobs = len(jobs)
     next_job = 0
@@ -245,14 +276,8 @@ def simulate(
         busy = total_gpus - free.free_total
         busy_total += busy * (now - last_time)
         last_time = now
-        if now >= next_sample:
-            pending = scheduler.pending_count
-            fragmented = free.fragmented_free()
-            while next_sample < now:
-                series.busy_gpus.append(busy)
-                series.pending_jobs.append(pending)
-                series.fragmented_gpus.append(fragmented)
-                next_sample += sample_every
+        if series.due(now):
+            series.fill(now, busy, scheduler.pending_count, free.fragmented_free())
 
         # 3. completions, then arrivals, then one scheduling pass (the artifact's order)
         while events_heap and events_heap[0][0] <= now:
