@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ilucid.core import Cluster, JobClass, JobSpec, Node
 from ilucid.core.fractional import PodRequest, ShareNode
-from ilucid.traces.reader import Row, TraceError, read_rows
+from ilucid.traces.reader import MAX_NUMBER, MAX_SECONDS, Row, TraceError, read_rows
 
 __all__ = [
     "GENERIC_COLUMNS",
@@ -70,6 +70,17 @@ class _RowChecks:
             raise row.error(self.id_field, f"job id {job_id!r} already used on line {first}")
 
 
+def _trace(path: Path, jobs: list[JobSpec], skipped: Counter[str]) -> Trace:
+    """The trace of ``path``; one without jobs is refused here, so that no caller
+    reports it later as a cluster problem (e.g. "no job fits")."""
+    if not jobs:
+        if skipped:
+            why = ", ".join(f"{n:,} {reason}" for reason, n in sorted(skipped.items()))
+            raise TraceError(path, None, None, f"no jobs: every row was skipped ({why})")
+        raise TraceError(path, None, None, "no jobs: the file has a header and no rows")
+    return Trace(path.stem, jobs, str(path), skipped=skipped)
+
+
 def _shape(row: Row, text: str, size: int) -> tuple[int, ...]:
     try:
         parts = tuple(int(p) for p in text.split("+"))
@@ -87,16 +98,16 @@ def load_philly(path: Path) -> Trace:
     order = _RowChecks("arrival time (sec)", "job id")
     required = ("job id", "arrival time (sec)", "shape", "size", "duration (sec)")
     for row in read_rows(path, required):
-        submit = row.number("arrival time (sec)")
+        submit = row.seconds("arrival time (sec)")
         order.check(row, submit)
-        size = row.integer("size")
-        duration = row.number("duration (sec)")
+        size = row.gpus("size")
+        duration = row.seconds("duration (sec)")
         if size == 0:
             skipped["uses no GPU"] += 1
             continue
         shape = _shape(row, row.text("shape"), size)
         jobs.append(JobSpec(row.text("job id"), submit, size, duration, shape=shape))
-    return Trace(path.stem, jobs, str(path), skipped=skipped)
+    return _trace(path, jobs, skipped)
 
 
 def load_itp(path: Path) -> Trace:
@@ -105,15 +116,15 @@ def load_itp(path: Path) -> Trace:
     skipped: Counter[str] = Counter()
     order = _RowChecks("submission_time", "job_id")
     for row in read_rows(path, ("job_id", "submission_time", "duration", "num_gpu")):
-        submit = row.number("submission_time")
+        submit = row.seconds("submission_time")
         order.check(row, submit)
-        gpus = row.integer("num_gpu")
-        duration = row.number("duration")
+        gpus = row.gpus("num_gpu")
+        duration = row.seconds("duration")
         if gpus == 0:
             skipped["uses no GPU"] += 1
             continue
         jobs.append(JobSpec(row.text("job_id"), submit, gpus, duration))
-    return Trace(path.stem, jobs, str(path), skipped=skipped)
+    return _trace(path, jobs, skipped)
 
 
 def load_alibaba_nodes(path: Path) -> Cluster:
@@ -123,7 +134,7 @@ def load_alibaba_nodes(path: Path) -> Cluster:
     """
     nodes: list[Node] = []
     for row in read_rows(path, ("sn", "gpu", "model")):
-        gpus = row.integer("gpu")
+        gpus = row.gpus("gpu")
         if gpus > 0:
             nodes.append(Node(row.text("sn"), gpus, row.text("model", "unknown")))
     if not nodes:
@@ -152,14 +163,14 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
         "scheduled_time",
     )
     for row in read_rows(pods, required):
-        submit = row.number("creation_time")
+        submit = row.seconds("creation_time")
         order.check(row, submit)
-        gpus = row.integer("num_gpu")
+        gpus = row.gpus("num_gpu")
         if gpus == 0:
             skipped["uses no GPU"] += 1
             continue
-        scheduled = row.optional_number("scheduled_time")
-        deleted = row.optional_number("deletion_time")
+        scheduled = row.optional_seconds("scheduled_time")
+        deleted = row.optional_seconds("deletion_time")
         if scheduled is None or deleted is None:
             skipped["never started"] += 1
             continue
@@ -180,16 +191,20 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
                 gpu_milli=max(1, min(1000, milli)),
             )
         )
-    cluster = load_alibaba_nodes(nodes) if nodes is not None else None
-    return Trace(pods.stem, jobs, str(pods), cluster=cluster, skipped=skipped)
+    trace = _trace(pods, jobs, skipped)
+    trace.cluster = load_alibaba_nodes(nodes) if nodes is not None else None
+    return trace
 
 
 def _seconds(row: Row, name: str) -> float:
+    """Seconds (finite, any sign: an epoch time may precede 1970) or an ISO date-time."""
     raw = row.text(name)
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         pass
+    else:
+        return row.bounded(name, value, None, MAX_NUMBER, raw=raw)
     try:
         return datetime.fromisoformat(raw).timestamp()
     except ValueError:
@@ -212,8 +227,14 @@ def load_helios(path: Path) -> Trace:
         absolute = _seconds(row, "submit_time")
         order.check(row, absolute)
         origin = absolute if origin is None else origin
-        gpus = row.integer("gpu_num")
-        duration = row.number("duration")
+        if absolute - origin > MAX_SECONDS:
+            raise row.error(
+                "submit_time",
+                f"{absolute - origin:g} s after the first job is beyond the limit of"
+                f" {MAX_SECONDS:g} s (about 100 years)",
+            )
+        gpus = row.gpus("gpu_num")
+        duration = row.seconds("duration")
         if gpus == 0:
             skipped["uses no GPU"] += 1
             continue
@@ -227,7 +248,7 @@ def load_helios(path: Path) -> Trace:
                 user=row.text("user"),
             )
         )
-    return Trace(path.stem, jobs, str(path), skipped=skipped)
+    return _trace(path, jobs, skipped)
 
 
 #: Columns of the documented generic format; the first four are required.
@@ -253,15 +274,15 @@ def load_generic(path: Path) -> Trace:
     order = _RowChecks("submit_time", "id")
     classes = {c.value: c for c in JobClass}
     for row in read_rows(path, GENERIC_COLUMNS[:4]):
-        submit = row.number("submit_time")
+        submit = row.seconds("submit_time")
         order.check(row, submit)
         job_class_text = row.text("job_class", "training")
         if job_class_text not in classes:
             raise row.error(
                 "job_class", f"expected one of {', '.join(classes)}, got {job_class_text!r}"
             )
-        gpus = row.integer("num_gpus")
-        duration = row.number("duration")
+        gpus = row.gpus("num_gpus")
+        duration = row.seconds("duration")
         if gpus == 0:
             skipped["uses no GPU"] += 1
             continue
@@ -282,7 +303,7 @@ def load_generic(path: Path) -> Trace:
                 priority=0 if priority is None else int(priority),
             )
         )
-    return Trace(path.stem, jobs, str(path), skipped=skipped)
+    return _trace(path, jobs, skipped)
 
 
 def load_alibaba_share(pods: Path, nodes: Path) -> tuple[list[PodRequest], list[ShareNode]]:
@@ -296,7 +317,7 @@ def load_alibaba_share(pods: Path, nodes: Path) -> tuple[list[PodRequest], list[
     """
     node_list: list[ShareNode] = []
     for row in read_rows(nodes, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
-        gpus = row.integer("gpu")
+        gpus = row.gpus("gpu")
         if gpus > 0:
             node_list.append(
                 ShareNode(
@@ -317,7 +338,7 @@ def load_alibaba_share(pods: Path, nodes: Path) -> tuple[list[PodRequest], list[
         if name in seen:
             raise row.error("name", f"duplicate pod {name!r}")
         seen.add(name)
-        gpus = row.integer("num_gpu")
+        gpus = row.gpus("num_gpu")
         if gpus == 0:
             continue
         milli = row.integer("gpu_milli") if gpus == 1 else 1000

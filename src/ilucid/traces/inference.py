@@ -31,7 +31,11 @@ from pathlib import Path
 from ilucid.core import JobClass, JobSpec
 from ilucid.traces.reader import TraceError, read_rows
 
-__all__ = ["InferenceInstance", "InferenceTrace", "load_dlrm", "overlay_inference"]
+__all__ = ["MAX_SERVICES", "InferenceInstance", "InferenceTrace", "load_dlrm", "overlay_inference"]
+
+#: Most service jobs an overlay may create: a short window tiled over a long training
+#: trace would otherwise make one job per instance per tile, without bound.
+MAX_SERVICES = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +77,9 @@ def load_dlrm(path: Path) -> InferenceTrace:
         if name in seen:
             raise row.error("instance_sn", f"duplicate instance {name!r}")
         seen.add(name)
-        gpus = row.integer("gpu_request")
-        start = row.optional_number("creation_time")
-        end = row.optional_number("deletion_time")
+        gpus = row.gpus("gpu_request")
+        start = row.optional_seconds("creation_time")
+        end = row.optional_seconds("deletion_time")
         window = max(window, start or 0.0, end or 0.0)
         if gpus == 0:
             skipped["uses no GPU"] += 1
@@ -85,6 +89,10 @@ def load_dlrm(path: Path) -> InferenceTrace:
         instances.append(InferenceInstance(name, row.text("app_name"), gpus, start, end))
     if not instances:
         raise TraceError(path, None, "gpu_request", "no instance requests a GPU")
+    if window <= 0:
+        raise TraceError(
+            path, None, "creation_time", "the window has no length: no time is after 0 s"
+        )
     return InferenceTrace(tuple(instances), window, str(path), skipped)
 
 
@@ -118,6 +126,12 @@ def overlay_inference(
     origin = min(j.submit_time for j in training)
     span = max(j.submit_time for j in training) - origin
     tiles = max(1, math.ceil(span / window))
+    if tiles * len(chosen) > MAX_SERVICES:
+        raise ValueError(
+            f"{inference.source}: its {window:g} s window tiled over the training trace's"
+            f" {span:g} s makes {tiles:,} tiles of {len(chosen):,} services, over the limit"
+            f" of {MAX_SERVICES:,} jobs"
+        )
     services: list[JobSpec] = []
     for tile in range(tiles):
         offset = origin + tile * window

@@ -16,7 +16,7 @@ from ilucid.traces.formats import (
     load_philly,
 )
 from ilucid.traces.inference import InferenceTrace, load_dlrm
-from ilucid.traces.reader import TraceError
+from ilucid.traces.reader import TraceError, header_names
 
 __all__ = [
     "DEFAULT_LOAD",
@@ -70,12 +70,7 @@ def trace_dir() -> Path | None:
 
 
 def _detect(path: Path) -> str:
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            header = handle.readline()
-    except OSError as exc:
-        raise TraceError(path, None, None, f"cannot open: {exc.strerror}") from None
-    names = {h.strip().lstrip("#").strip() for h in header.split(",")}
+    names = set(header_names(path))  # refuses binary and non-UTF-8 files with their line
     if "arrival time (sec)" in names:
         return "philly"
     if {"submission_time", "num_gpu"} <= names:
