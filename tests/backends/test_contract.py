@@ -104,12 +104,12 @@ class KubeDriver:
 
 
 @pytest.fixture(params=["local", "slurm", "kubernetes"])
-def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Driver]:
+def driver(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) -> Iterator[Driver]:
     if request.param == "local":
         from ilucid.backends.local import GpuInventory, LocalBackend
 
         yield FileDriver(
-            tmp_path,
+            job_scratch,
             lambda: LocalBackend(tmp_path, GpuInventory(2, "virtual", 0, "virtual"), grace_s=2),
         )
     elif request.param == "slurm":

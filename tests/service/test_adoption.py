@@ -37,6 +37,7 @@ class FixedBackend:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         self.started.append(job_id)
         return ()

@@ -50,10 +50,11 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def server(database: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+def server(
+    database: str, tmp_path: Path, job_scratch: Path
+) -> Iterator[tuple[str, dict[str, str], Path]]:
     port = free_port()
-    data, out = tmp_path / "data", tmp_path / "out"
-    out.mkdir()
+    data, out = tmp_path / "data", job_scratch
     env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(out)}
     process = subprocess.Popen(
         serve_command(data, port, 4, 0.2, "--db", database, "--grace", "5"),

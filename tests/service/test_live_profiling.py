@@ -68,9 +68,11 @@ def transitions(service: SchedulerService, job_id: str) -> list[tuple[str, str, 
         ]
 
 
-def test_a_new_job_is_profiled_on_the_profiler_node_then_runs_on_main(tmp_path: Path) -> None:
+def test_a_new_job_is_profiled_on_the_profiler_node_then_runs_on_main(
+    tmp_path: Path, job_scratch: Path
+) -> None:
     service = make_service(tmp_path, limit_s=1.0)
-    out = tmp_path / "ran"
+    out = job_scratch / "ran"
     job = service.submit(
         JobRequest(["sh", "-c", JOB.format(out=out, seconds=3)], gpus=1, estimate_s=60)
     )
@@ -90,16 +92,18 @@ def test_a_new_job_is_profiled_on_the_profiler_node_then_runs_on_main(tmp_path: 
     assert kinds == {"packing", "duration"}
 
 
-def test_a_job_that_ends_while_profiling_is_simply_done(tmp_path: Path) -> None:
+def test_a_job_that_ends_while_profiling_is_simply_done(tmp_path: Path, job_scratch: Path) -> None:
     service = make_service(tmp_path, limit_s=30.0)
     job = service.submit(JobRequest(["true"], gpus=1))
     run_until(service, job, "succeeded")
     assert not any(r.startswith("profiled:") for _, _, r in transitions(service, job))
 
 
-def test_a_restart_mid_profile_still_ends_the_profile_on_time(tmp_path: Path) -> None:
+def test_a_restart_mid_profile_still_ends_the_profile_on_time(
+    tmp_path: Path, job_scratch: Path
+) -> None:
     service = make_service(tmp_path, limit_s=1.5)
-    out = tmp_path / "ran"
+    out = job_scratch / "ran"
     job = service.submit(JobRequest(["sh", "-c", JOB.format(out=out, seconds=4)], gpus=1))
     run_until(service, job, "running")
     while not out.exists():

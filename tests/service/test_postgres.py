@@ -17,7 +17,7 @@ def test_migrations_and_a_job_on_postgresql(postgres_url: str, tmp_path: Path) -
     engine = make_engine(postgres_url)
     with engine.connect() as connection:
         assert connection.execute(text("select version_num from alembic_version")).scalar() == (
-            "0004"
+            "0005"
         )
     backend = LocalBackend(tmp_path, GpuInventory(1, "virtual", 0, "virtual"))
     service = SchedulerService(engine, backend)

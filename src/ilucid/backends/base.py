@@ -11,17 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ilucid.core import Cluster
 
 __all__ = [
     "Backend",
     "BackendUnavailable",
+    "Cancels",
+    "ChecksSubmissions",
+    "ClaimsForeignJobs",
+    "ExplainsWaits",
     "ForeignJob",
+    "ForgetsEndedJobs",
+    "ListsProcesses",
     "Observation",
     "ObservedJob",
     "ProcessState",
+    "PublishesReasons",
+    "QueuesJobs",
 ]
 
 
@@ -79,12 +87,15 @@ class Backend(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         """Launch; returns the GPU indices used, or None if they are not free yet.
 
         ``placement`` is the core's choice, (node name, GPUs there) per node; a
         backend honours it (local GPU ranges, Slurm ``--nodelist``, Kubernetes
-        node affinity) so what runs is what the core decided.
+        node affinity) so what runs is what the core decided. ``run_as`` is the
+        Unix user the job's token maps to: a backend that runs jobs itself as root
+        runs the job as that user (or its default unprivileged one), never as root.
         """
         ...
 
@@ -93,3 +104,76 @@ class Backend(Protocol):
         ...
 
     def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str: ...
+
+
+# -- optional capabilities ------------------------------------------------------------------
+# A backend declares what it can do beyond ``Backend`` by having these methods; the
+# service asks ``isinstance(backend, Capability)`` once per use, and mypy checks each
+# call against the signature declared here.
+
+
+@runtime_checkable
+class ChecksSubmissions(Protocol):
+    def check(self, command: Sequence[str], cwd: str | None) -> None:
+        """Refuse (ValueError) at submission what could only fail at launch."""
+        ...
+
+
+@runtime_checkable
+class QueuesJobs(Protocol):
+    def enqueue(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        gpus: int,
+        cwd: str | None = None,
+        job_class: str = "training",
+    ) -> None:
+        """Make the cluster manager's own queue hold the job (Slurm: a held sbatch job)."""
+        ...
+
+
+@runtime_checkable
+class Cancels(Protocol):
+    def cancel(self, job_id: str) -> None:
+        """Remove the job from the cluster manager, queued or running."""
+        ...
+
+
+@runtime_checkable
+class ClaimsForeignJobs(Protocol):
+    def foreign_jobs(self) -> list[ForeignJob]:
+        """Jobs submitted to the cluster manager directly that opted in to ilucid."""
+        ...
+
+    def claim(self, foreign: ForeignJob, job_id: str) -> None:
+        """Mark a foreign job as ilucid's ``job_id`` (once: a claimed job is not listed)."""
+        ...
+
+
+@runtime_checkable
+class PublishesReasons(Protocol):
+    def publish_reason(self, job_id: str, why: str) -> bool:
+        """Show why the job waits inside the cluster manager (a condition, an event)."""
+        ...
+
+
+@runtime_checkable
+class ExplainsWaits(Protocol):
+    def reason(self, job_id: str) -> str | None:
+        """What the cluster manager itself says about the job, if anything."""
+        ...
+
+
+@runtime_checkable
+class ForgetsEndedJobs(Protocol):
+    def forget(self, job_id: str) -> None:
+        """Drop what the backend kept of a job whose end the service has committed."""
+        ...
+
+
+@runtime_checkable
+class ListsProcesses(Protocol):
+    def pids(self, job_id: str) -> list[int]:
+        """The job's processes on this host (what NVML reports usage by)."""
+        ...

@@ -204,6 +204,7 @@ class KubernetesBackend:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         job = self._jobs.get(job_id)
         if job is None:

@@ -8,6 +8,16 @@ pid is not mistaken for the job), ``gpus`` and, once it ended, ``exit``.
 Stopping sends a configurable signal to the group (the job may checkpoint)
 and SIGKILL after a grace period.
 
+Jobs never run with the service's privileges. When the service runs as root,
+each job runs as the Unix user its token maps to (``run_as``), else as
+``job_user`` (``nobody`` unless configured); the runner stays root only to
+record the exit code. The job's environment is the service's minus anything
+that looks like a secret (``ILUCID_*``, ``*TOKEN*``, ``*SECRET*``,
+``*PASSWORD*``, ``*KEY``...). The data directory is the service's alone (0700),
+so a job can read neither the database, the admin token nor other jobs' logs.
+A service that is not root cannot switch users: its jobs run as itself, which
+the service says at start.
+
 GPUs are discovered through NVML (``nvidia-ml-py``) when it is installed and
 finds a driver; otherwise the backend offers a configured number of virtual
 GPUs (for CPU-only machines and tests).
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import signal
 import socket
@@ -32,13 +43,36 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ilucid.backends.accounts import unix_account
 from ilucid.backends.base import Observation, ObservedJob, ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
 
-__all__ = ["GpuInventory", "LocalBackend", "discover_gpus"]
+__all__ = ["DEFAULT_JOB_USER", "GpuInventory", "LocalBackend", "discover_gpus", "job_environment"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: whom jobs run as when the service is root and the job's token maps to nobody else
+DEFAULT_JOB_USER = "nobody"
+_SECRET_NAME = re.compile(
+    r"^ILUCID_|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(^|_)KEY($|_)|^AWS_|^PG", re.IGNORECASE
+)
+
+
+def job_environment(
+    base: Mapping[str, str], extra: Mapping[str, str] | None, account: pwd.struct_passwd | None
+) -> dict[str, str]:
+    """The environment a job starts with: ``base`` without what looks like a secret,
+    the account's identity when the job runs as another user, then ``extra``."""
+    env = {k: v for k, v in base.items() if not _SECRET_NAME.search(k)}
+    if account is not None:
+        env.update(
+            HOME=account.pw_dir,
+            USER=account.pw_name,
+            LOGNAME=account.pw_name,
+            SHELL=account.pw_shell or "/bin/sh",
+        )
+    env.update(extra or {})
+    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +128,15 @@ class LocalBackend:
         grace_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         profiler_gpus: int = 0,
+        job_user: str = DEFAULT_JOB_USER,
     ) -> None:
         self.root = Path(data_dir) / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
+        #: root can run each job as its own user; anyone else runs jobs as itself
+        self.switches_users = os.geteuid() == 0
+        self.job_user = job_user
+        if self.switches_users:
+            unix_account(job_user)  # fails here, naming the account, if it is unusable
         self.gpus = gpus or discover_gpus()
         self.stop_signal = stop_signal
         self.grace_s = grace_s
@@ -218,6 +258,7 @@ class LocalBackend:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         if not command:
             raise ValueError(f"job {job_id}: empty command")
@@ -246,14 +287,17 @@ class LocalBackend:
         if len(chosen_list) < gpus:
             return None
         chosen = tuple(chosen_list)
+        account = unix_account(run_as or self.job_user) if self.switches_users else None
+        if account is not None and cwd is None:  # its home, or / (nobody has none)
+            cwd = account.pw_dir if os.path.isdir(account.pw_dir) else "/"
         folder.mkdir(parents=True, exist_ok=True)
         for stale in ("exit", "exit.tmp", "pid"):
             (folder / stale).unlink(missing_ok=True)
         (folder / "gpus").write_text(",".join(map(str, chosen)), encoding="utf-8")
-        full_env = dict(os.environ)
-        full_env.update(env or {})
+        full_env = job_environment(os.environ, env, account)
         full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, chosen))
         full_env["ILUCID_JOB_ID"] = job_id
+        as_user = ["--as", account.pw_name] if account is not None else []
         with (
             (folder / "stdout.log").open("ab") as out,
             (folder / "stderr.log").open("ab") as err,
@@ -264,6 +308,7 @@ class LocalBackend:
                     "-m",
                     "ilucid.backends.runner",
                     str(folder / "exit"),
+                    *as_user,
                     "--",
                     *command,
                 ],
@@ -278,6 +323,11 @@ class LocalBackend:
         (folder / "pid").write_text(f"{child.pid} {started}", encoding="utf-8")
         self._children[job_id] = child
         return chosen
+
+    def check(self, command: Sequence[str], cwd: str | None) -> None:
+        """Refuse at submission what would only fail at launch: a missing directory."""
+        if cwd is not None and not os.path.isdir(cwd):
+            raise ValueError(f"cwd {cwd!r}: no such directory on this host")
 
     def stop(self, job_id: str) -> None:
         pid_text = (self._read(job_id, "pid") or "").split()

@@ -308,6 +308,7 @@ class SlurmBackend:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         job = self._current(job_id)
         if job is None:

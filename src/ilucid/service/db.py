@@ -75,6 +75,8 @@ class JobRow(Base):
     estimate_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
     #: the estimate explained, as it was at submission
     estimate_note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the Unix user the job runs as (its token's, at submission; None: the default)
+    run_as: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class TransitionRow(Base):
@@ -120,6 +122,8 @@ class TokenRow(Base):
     tenant: Mapped[str] = mapped_column(String(128))
     admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created: Mapped[float] = mapped_column(Float)
+    #: the Unix user this token's jobs run as when the service is root (None: default)
+    unix_user: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class EstimatorVersion(Base):

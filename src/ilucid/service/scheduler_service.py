@@ -21,13 +21,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Backend, BackendUnavailable, Observation, ProcessState
+from ilucid.backends.base import (
+    Backend,
+    BackendUnavailable,
+    Cancels,
+    ChecksSubmissions,
+    ClaimsForeignJobs,
+    ExplainsWaits,
+    ForeignJob,
+    ForgetsEndedJobs,
+    ListsProcesses,
+    Observation,
+    ProcessState,
+    PublishesReasons,
+    QueuesJobs,
+)
 from ilucid.backends.metrics import MetricsSource
 from ilucid.core import (
     Action,
@@ -82,6 +95,7 @@ class JobRequest:
     estimate_s: float | None = None
     checkpoint_s: float | None = None
     priority: int = 0
+    run_as: str | None = None  # the Unix user the job runs as (its token's); None: default
 
 
 class SchedulerService:
@@ -275,10 +289,9 @@ class SchedulerService:
         except ValueError:
             known = ", ".join(c.value for c in JobClass)
             raise ServiceError(f"class must be one of {known}") from None
-        check = getattr(self.backend, "check", None)
-        if check is not None:
+        if isinstance(self.backend, ChecksSubmissions):
             try:
-                check(list(request.command), request.cwd)
+                self.backend.check(list(request.command), request.cwd)
             except ValueError as exc:
                 raise ServiceError(str(exc)) from None
         for _ in range(5):
@@ -315,6 +328,7 @@ class SchedulerService:
                 estimate_note=estimate.note,
                 checkpoint_s=request.checkpoint_s,
                 priority=request.priority,
+                run_as=request.run_as,
                 gpu_indices="",
                 preemptions=0,
             )
@@ -333,11 +347,10 @@ class SchedulerService:
     def _enqueue(self, row: JobRow) -> None:
         """Backends with their own queue (Slurm) learn of the job at once; a failure
         here loses nothing: the next pass enqueues every pending job the backend lacks."""
-        enqueue = getattr(self.backend, "enqueue", None)
-        if enqueue is None:
+        if not isinstance(self.backend, QueuesJobs):
             return
         try:
-            enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
+            self.backend.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
         except (BackendUnavailable, ValueError) as exc:
             print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
 
@@ -356,16 +369,15 @@ class SchedulerService:
             if row.state in ENDED:
                 return row.state
             now = self.clock()
-            cancel = getattr(self.backend, "cancel", None)
             if row.state == RUNNING:
                 self._stopping[job_id] = "cancelled"
-                if cancel is not None:
-                    cancel(job_id)
+                if isinstance(self.backend, Cancels):
+                    self.backend.cancel(job_id)
                 else:
                     self._stop(job_id)
                 return "stopping"
-            if cancel is not None:
-                cancel(job_id)  # a queued copy in the backend (Slurm) goes too
+            if isinstance(self.backend, Cancels):
+                self.backend.cancel(job_id)  # a queued copy in the backend (Slurm) goes too
             self.scheduler.withdraw(job_id, now)
             self._transition(session, row, CANCELLED, "cancelled while pending")
             row.end_time = now
@@ -542,7 +554,7 @@ class SchedulerService:
         """Level-triggered: jobs submitted to the backend directly that opted in to ilucid
         are accepted, and pending jobs the backend's queue lacks are enqueued."""
         self._claim_foreign(session)
-        if getattr(self.backend, "enqueue", None) is None:
+        if not isinstance(self.backend, QueuesJobs):
             return
         pending = session.scalars(select(JobRow).where(JobRow.state == PENDING)).all()
         for row in pending:
@@ -550,21 +562,20 @@ class SchedulerService:
                 self._enqueue(row)
 
     def _claim_foreign(self, session: Session) -> None:
-        foreign_jobs = getattr(self.backend, "foreign_jobs", None)
-        claim = getattr(self.backend, "claim", None)
-        if foreign_jobs is None or claim is None:
+        backend = self.backend
+        if not isinstance(backend, ClaimsForeignJobs):
             return
-        for foreign in foreign_jobs():
+        for foreign in backend.foreign_jobs():
             marker = f"{FOREIGN}{foreign.key}"  # a claimed job's cwd: never enqueued
             row = session.scalars(select(JobRow).where(JobRow.cwd == marker)).first()
             if row is None:  # recorded before Slurm's copy is renamed: a crash between
                 row = self._accept_foreign(session, foreign, marker)  # is claimed again
             try:
-                claim(foreign, row.id)
+                backend.claim(foreign, row.id)
             except BackendUnavailable as exc:
                 print(f"ilucid serve: claiming {foreign.key}: {exc}", flush=True)
 
-    def _accept_foreign(self, session: Session, foreign: Any, marker: str) -> JobRow:
+    def _accept_foreign(self, session: Session, foreign: ForeignJob, marker: str) -> JobRow:
         now = self.clock()
         self._last_number += 1
         row = JobRow(
@@ -575,7 +586,7 @@ class SchedulerService:
             gpus=min(foreign.gpus, self.cluster.total_gpus),
             command=json.dumps([f"{self.backend.name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
-            estimate_s=getattr(foreign, "estimate_s", None),
+            estimate_s=foreign.estimate_s,
             state=PENDING,
             submit_time=now,
             gpu_indices="",
@@ -599,13 +610,13 @@ class SchedulerService:
     def _publish_reasons(self, now: float, every_s: float = 5.0, first: int = 200) -> None:
         """Backends that show why a job waits in the cluster manager itself (Kubernetes
         conditions and events) get the sentence of the first jobs in the queue."""
-        publish = getattr(self.backend, "publish_reason", None)
-        if publish is None or now - self._published_at < every_s:
+        backend = self.backend
+        if not isinstance(backend, PublishesReasons) or now - self._published_at < every_s:
             return
         self._published_at = now
         for job_id, _position, _start in self.queue()[:first]:
             try:
-                publish(job_id, self.scheduler.why_pending(job_id, now))
+                backend.publish_reason(job_id, self.scheduler.why_pending(job_id, now))
             except BackendUnavailable as exc:
                 print(f"ilucid serve: publishing why {job_id} waits: {exc}", flush=True)
                 return
@@ -625,9 +636,8 @@ class SchedulerService:
             crash_point("end-forgotten")
 
     def _forget(self, job_id: str) -> None:
-        forget = getattr(self.backend, "forget", None)
-        if forget is not None:
-            forget(job_id)
+        if isinstance(self.backend, ForgetsEndedJobs):
+            self.backend.forget(job_id)
 
     def _apply(self, session: Session, decisions: list[Decision], now: float) -> None:
         for decision in decisions:
@@ -669,7 +679,12 @@ class SchedulerService:
         )
         try:
             gpus = self.backend.start(
-                row.id, json.loads(row.command), row.gpus, cwd=row.cwd, placement=placement
+                row.id,
+                json.loads(row.command),
+                row.gpus,
+                cwd=row.cwd,
+                placement=placement,
+                run_as=row.run_as,
             )
         except BackendUnavailable as exc:  # tried again on the next pass
             print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
@@ -708,7 +723,7 @@ class SchedulerService:
     def _sample(self, session: Session, now: float) -> None:
         """The live profiler: GPU utilisation and memory of running jobs, stored per job."""
         assert self.metrics is not None
-        pids_of = getattr(self.backend, "pids", None)
+        pids_of = self.backend.pids if isinstance(self.backend, ListsProcesses) else None
         running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
         for row in running:
             if row.gpu_indices in ("", NO_GPUS) or row.id in self._stopping:
@@ -811,8 +826,9 @@ class SchedulerService:
             state = self.scheduler.jobs.get(job_id)
             if state is None:
                 return ""
-            reason = getattr(self.backend, "reason", None)
-            backend_says = reason(job_id) if reason is not None else None
+            backend_says = (
+                self.backend.reason(job_id) if isinstance(self.backend, ExplainsWaits) else None
+            )
             if state.status is JobStatus.PENDING:
                 why = self.scheduler.why_pending(job_id, self.clock())
             else:
