@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import Engine, or_, select
 from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ilucid.core import JobClass
 from ilucid.service.auth import Identity, authenticate
@@ -47,7 +48,7 @@ TIMELINE_MAX_MINUTES = 7 * 24 * 60
 REFIT_MAX_WAIT_S = 600.0
 
 
-#: Largest request body accepted, bytes; larger ones get 413 before they are read
+#: Largest request body accepted, bytes; larger ones get 413 (see :class:`BodyLimit`)
 MAX_BODY_BYTES = 1 << 20
 #: Most arguments, and bytes of all arguments, one command may hold (Linux's own
 #: limit on a process's arguments is 128 KiB a string, about 2 MiB in all)
@@ -146,6 +147,65 @@ class PolicyBody(BaseModel):
     policy: str
 
 
+#: A refused body's connection is closed, so the server never reads (drains) the rest
+_CLOSE = {"Connection": "close"}
+
+
+class _BodyTooLarge(HTTPException):
+    def __init__(self) -> None:
+        super().__init__(413, f"request body over {MAX_BODY_BYTES:,} bytes", headers=_CLOSE)
+
+
+class BodyLimit:
+    """Refuses a request body over ``limit`` bytes with 413, whether it says its size
+    or not: a Content-Length over the limit is refused before any byte is read, and a
+    chunked body (no Content-Length) as soon as the bytes read pass the limit, so at
+    most the limit and one more chunk are ever read; the answer closes the connection
+    (the server would otherwise read the rest to reuse it). Pure ASGI: it watches the
+    body as the route reads it, never buffering it itself."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        lengths = [v for k, v in scope["headers"] if k == b"content-length"]
+        if any(not v.isdigit() or int(v) > self.limit for v in lengths):
+            await self._refuse(scope, receive, send)
+            return
+        read = 0
+        started = False
+
+        async def bounded() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.limit:
+                    raise _BodyTooLarge()  # the route answers 413 (an HTTPException)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, watched)
+        except _BodyTooLarge:  # raised outside a route's handling: answer here
+            if started:
+                raise
+            await self._refuse(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        detail = {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}
+        await JSONResponse(detail, status_code=413, headers=_CLOSE)(scope, receive, send)
+
+
 def _job_json(row: JobRow) -> dict[str, Any]:
     return {
         "id": row.id,
@@ -189,6 +249,7 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
 
 def build_app(service: SchedulerService) -> FastAPI:
     app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     engine = service.engine
 
     @app.exception_handler(RequestValidationError)
@@ -200,15 +261,6 @@ def build_app(service: SchedulerService) -> FastAPI:
                 kept["input"] = error["input"]
             errors.append(_json_safe(kept))
         return JSONResponse({"detail": errors}, status_code=422)
-
-    @app.middleware("http")
-    async def bounded_body(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return JSONResponse(
-                {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}, status_code=413
-            )
-        return await call_next(request)
 
     # async: a cached token check needs no worker thread (a cache miss is one quick query)
     async def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
