@@ -69,6 +69,12 @@ def add_service_commands(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve /metrics without a token, for a scraper on a trusted network"
+        " (default: an admin token is needed: it shows every tenant's counts)",
+    )
     serve.add_argument("--interval", type=float, default=2.0, help="reconcile every N s (2)")
     serve.add_argument("--grace", type=float, default=30.0, help="stop signal to SIGKILL, s")
     serve.add_argument("--stop-signal", default="TERM", help="signal that asks a job to stop")
@@ -334,7 +340,12 @@ def _serve(args: argparse.Namespace) -> int:
     )
     loop.start()
     try:
-        uvicorn.run(build_app(service), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            build_app(service, metrics_public=args.metrics_public),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+        )
     finally:
         stop.set()
         service.wake.set()

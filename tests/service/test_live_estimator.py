@@ -80,7 +80,9 @@ def test_the_duration_model_learns_live_and_survives_a_crash_mid_refit(tmp_path:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "ILUCID_REFIT_GATE": str(gate)}
-    command = serve_command(data, port, 16, 0.1, "--model-min-jobs", "20", "--refit-every", "1000")
+    command = serve_command(
+        data, port, 16, 0.1, "--model-min-jobs", "20", "--refit-every", "1000", "--metrics-public"
+    )
 
     def start() -> subprocess.Popen[bytes]:
         process = subprocess.Popen(

@@ -155,11 +155,11 @@ def test_restart_readopts_running_jobs_and_loses_nothing(site: Site) -> None:
 def test_metrics_and_openapi(site: Site) -> None:
     submit(site, site.alice, ["true"])
     submit(site, site.bob, ["true"], **{"class": "inference"})
-    text = site.client.get("/metrics").text
+    text = site.call("GET", "/metrics", site.admin).text
     assert 'ilucid_jobs{state="pending"} 2' in text
     assert 'ilucid_pending_jobs{class="inference",tenant="nlp"} 1' in text
     site.service.reconcile()
-    text = site.client.get("/metrics").text
+    text = site.call("GET", "/metrics", site.admin).text
     assert 'ilucid_decisions_total{action="start",reason="Scheduled"}' in text
     assert "ilucid_pass_seconds_count 1" in text and 'le="+Inf"} 1' in text
     assert "/jobs/{job_id}/explain" in site.client.get("/openapi.json").json()["paths"]
@@ -168,7 +168,7 @@ def test_metrics_and_openapi(site: Site) -> None:
 def test_a_tenant_name_cannot_inject_a_metric_line(site: Site) -> None:
     evil = create_token(site.engine, "mallory", 'lab"} 1\nevil_metric{a="b')
     submit(site, evil, ["true"])
-    text = site.client.get("/metrics").text
+    text = site.call("GET", "/metrics", site.admin).text
     assert not any(line.startswith("evil_metric") for line in text.splitlines())
     assert 'ilucid_pending_jobs{class="training",tenant="lab\\"} 1\\nevil_metric{a=\\"b"} 1' in (
         text

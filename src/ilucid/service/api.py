@@ -1,11 +1,14 @@
 """REST API of the live scheduler (FastAPI; OpenAPI served at /docs and /openapi.json).
 
-Every route but /healthz, /metrics and the dashboard page at / needs
+Every route but /healthz, /openapi.json and the dashboard page at / needs
 ``Authorization: Bearer <token>``. Users see, explain and cancel their own
 jobs; admins see everything and may change the policy. The queue, the GPU map
 (/nodes) and the /timeline counts are visible to every user, with owners and
-job ids but never another user's command. Errors are JSON ``{"detail": "..."}``
-with a status code that says whose fault it is.
+job ids but never another user's command. /metrics shows every tenant's counts,
+so it needs an admin token unless the service was started with
+``metrics_public`` (``ilucid serve --metrics-public``, for a scraper on a trusted
+network). Errors are JSON ``{"detail": "..."}`` with a status code that says
+whose fault it is.
 """
 
 import csv
@@ -247,7 +250,8 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
     }
 
 
-def build_app(service: SchedulerService) -> FastAPI:
+def build_app(service: SchedulerService, *, metrics_public: bool = False) -> FastAPI:
+    """The API of ``service``. /metrics needs an admin token unless ``metrics_public``."""
     app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     engine = service.engine
@@ -272,6 +276,10 @@ def build_app(service: SchedulerService) -> FastAPI:
         return who
 
     Who = Annotated[Identity, Depends(identity)]
+
+    def metrics_reader(who: Who) -> None:
+        if not who.admin:
+            raise HTTPException(403, "only an admin may read /metrics (or serve --metrics-public)")
 
     def own_job(session: Session, job_id: str, who: Identity) -> JobRow:
         row = session.get(JobRow, job_id)
@@ -478,10 +486,15 @@ def build_app(service: SchedulerService) -> FastAPI:
             raise HTTPException(403, "only an admin may export the history")
         return export_history(service)
 
-    @app.get("/metrics", response_class=PlainTextResponse)
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        dependencies=[] if metrics_public else [Depends(metrics_reader)],
+    )
     def metrics() -> str:
         """Prometheus text: jobs by state, pending by class and tenant, GPUs, preemptions,
-        decisions by reason, and the scheduling-pass latency histogram."""
+        decisions by reason, and the scheduling-pass latency histogram. Needs an admin
+        token unless the service serves it publicly (``--metrics-public``)."""
         from sqlalchemy import func
 
         with Session(engine) as session:
