@@ -59,6 +59,7 @@ from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
 from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.faults import crash_point
+from ilucid.service.lifecycle import FOREIGN, NO_GPUS, Phase, check_move, phase_of
 from ilucid.service.live_profiler import RULE_THRESHOLDS, MeasuredRun, profile_report
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
@@ -74,10 +75,6 @@ PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
 #: upper bounds (s) of the scheduling-pass latency histogram served at /metrics
 PASS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
-#: ``cwd`` of a job accepted from the backend's own queue (it already has its command)
-FOREIGN = "backend-job:"
-#: ``gpu_indices`` of a launched job that holds no GPU ("" means not launched yet)
-NO_GPUS = "-"
 
 
 class ServiceError(ValueError):
@@ -701,11 +698,13 @@ class SchedulerService:
             row.gpu_indices = ",".join(map(str, gpus)) or NO_GPUS
             session = Session.object_session(row)
             if session is not None:
+                # the launch ends the hidden "decided" phase (stored: running, no GPUs)
+                check_move(row.id, Phase.DECIDED, RUNNING)
                 session.add(
                     TransitionRow(
                         job_id=row.id,
                         time=self.clock(),
-                        from_state=RUNNING,
+                        from_state=Phase.DECIDED.value,
                         to_state=RUNNING,
                         reason=f"launched on GPUs {row.gpu_indices}",
                     )
@@ -764,6 +763,9 @@ class SchedulerService:
         }
 
     def _transition(self, session: Session, row: JobRow, state: str, reason: str) -> None:
+        """Move ``row`` to ``state`` (checked against the lifecycle's table), stored with
+        its stimulus: the decision's sentence or what was observed."""
+        check_move(row.id, phase_of(row.state, row.gpu_indices), state)
         session.add(
             TransitionRow(
                 job_id=row.id,
