@@ -1,4 +1,4 @@
-"""REST API of the live scheduler (FastAPI; OpenAPI served at /docs and /openapi.json).
+"""REST API of the live scheduler (FastAPI; its OpenAPI schema at /openapi.json).
 
 Every route but /healthz, /openapi.json and the dashboard page at / needs
 ``Authorization: Bearer <token>``. Users see, explain and cancel their own
@@ -9,6 +9,12 @@ so it needs an admin token unless the service was started with
 ``metrics_public`` (``ilucid serve --metrics-public``, for a scraper on a trusted
 network). Errors are JSON ``{"detail": "..."}`` with a status code that says
 whose fault it is.
+
+There is no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a
+CDN, and would run that script on the origin where the dashboard keeps its
+token. Any OpenAPI viewer can read /openapi.json instead. Every response carries
+``X-Content-Type-Options: nosniff`` and a Content-Security-Policy (the
+dashboard's own, else one that allows nothing and no framing).
 """
 
 import csv
@@ -24,6 +30,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy import Engine, or_, select
 from sqlalchemy.orm import Session
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ilucid.core import JobClass
@@ -150,6 +157,11 @@ class PolicyBody(BaseModel):
     policy: str
 
 
+#: The policy of every response that sets none of its own (all but the dashboard):
+#: nothing may load, run or frame it
+STRICT_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
 #: A refused body's connection is closed, so the server never reads (drains) the rest
 _CLOSE = {"Connection": "close"}
 
@@ -209,6 +221,28 @@ class BodyLimit:
         await JSONResponse(detail, status_code=413, headers=_CLOSE)(scope, receive, send)
 
 
+class SecurityHeaders:
+    """``X-Content-Type-Options: nosniff`` on every response, and :data:`STRICT_CSP`
+    on every one without a Content-Security-Policy of its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.setdefault("X-Content-Type-Options", "nosniff")
+                headers.setdefault("Content-Security-Policy", STRICT_CSP)
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def _job_json(row: JobRow) -> dict[str, Any]:
     return {
         "id": row.id,
@@ -252,8 +286,14 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
 
 def build_app(service: SchedulerService, *, metrics_public: bool = False) -> FastAPI:
     """The API of ``service``. /metrics needs an admin token unless ``metrics_public``."""
-    app = FastAPI(title="ilucid", description="Interpretable GPU scheduler: live service API")
+    app = FastAPI(
+        title="ilucid",
+        description="Interpretable GPU scheduler: live service API",
+        docs_url=None,  # Swagger UI and ReDoc would load script from a CDN: /openapi.json only
+        redoc_url=None,
+    )
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(SecurityHeaders)
     engine = service.engine
 
     @app.exception_handler(RequestValidationError)

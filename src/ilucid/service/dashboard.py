@@ -14,8 +14,8 @@ the address bar, or is typed into the token box.
 
 Everything a user wrote (commands, user names, log lines) reaches the page as
 DOM text nodes, never as markup. The Content-Security-Policy sent with the
-page allows only this page's own script (by hash), so even a missed escape
-could not run injected code.
+page allows only this page's own script and style (by hash), so even a missed
+escape could not run injected code or restyle the page.
 """
 
 from __future__ import annotations
@@ -474,11 +474,12 @@ DASHBOARD_HTML = (
     "</body></html>\n"
 )
 
-#: Only the page's own script runs; it may talk only to this service.
+#: Only the page's own script and style apply (both pinned by hash: no inline style
+#: attribute, no injected <style>); it may talk only to this service, never be framed.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; "
     f"script-src {_source_hash(_SCRIPT)}; "
-    "style-src 'unsafe-inline'; "
+    f"style-src {_source_hash(_STYLE)}; "
     "img-src data:; "
     "connect-src 'self'; "
     "base-uri 'none'; "

@@ -1,0 +1,173 @@
+"""The service's unauthenticated surface, kept small on purpose (issue 16).
+
+/metrics needs an admin token unless the service was started with
+``--metrics-public``; there is no /docs or /redoc (they load script from a CDN on
+the dashboard's origin), only /openapi.json; every response says
+``X-Content-Type-Options: nosniff`` and carries a Content-Security-Policy that
+forbids framing (the dashboard's pins its own script and style by hash).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.service.api import STRICT_CSP, build_app
+from ilucid.service.auth import create_token
+from ilucid.service.dashboard import CONTENT_SECURITY_POLICY
+from ilucid.service.db import make_engine, migrate
+from ilucid.service.scheduler_service import SchedulerService
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_helpers import free_port, serve_command
+
+
+class Site:
+    def __init__(self, root: Path, metrics_public: bool = False) -> None:
+        url = f"sqlite:///{root / 'ilucid.db'}"
+        migrate(url)
+        engine = make_engine(url)
+        self.service = SchedulerService(
+            engine, LocalBackend(root, GpuInventory(2, "virtual", 0, "v"))
+        )
+        self.client = TestClient(
+            build_app(self.service, metrics_public=metrics_public), raise_server_exceptions=False
+        )
+        self.admin = {"Authorization": f"Bearer {create_token(engine, 'root', 'ops', admin=True)}"}
+        self.user = {"Authorization": f"Bearer {create_token(engine, 'alice', 'lab')}"}
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    return Site(tmp_path)
+
+
+# -- /metrics ---------------------------------------------------------------------------
+def test_metrics_need_an_admin_token_by_default(site: Site) -> None:
+    assert site.client.get("/metrics").status_code == 401
+    bad = site.client.get("/metrics", headers={"Authorization": "Bearer nonsense"})
+    assert bad.status_code == 401
+    user = site.client.get("/metrics", headers=site.user)
+    assert user.status_code == 403 and "--metrics-public" in user.json()["detail"]
+    admin = site.client.get("/metrics", headers=site.admin)
+    assert admin.status_code == 200 and "# TYPE ilucid_jobs gauge" in admin.text
+
+
+def test_metrics_public_serves_them_without_a_token(tmp_path: Path) -> None:
+    site = Site(tmp_path, metrics_public=True)
+    response = site.client.get("/metrics")
+    assert response.status_code == 200 and "ilucid_gpus_total 2" in response.text
+    # the rest of the API still needs its token
+    assert site.client.get("/jobs").status_code == 401
+
+
+def _wait_up(url: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    server.kill()
+    raise AssertionError("ilucid serve did not come up")
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_ilucid_serve_metrics_public_flag(tmp_path: Path, public: bool) -> None:
+    port = free_port()
+    extra = ["--metrics-public"] if public else []
+    server = subprocess.Popen(
+        serve_command(tmp_path / "data", port, 1, 0.5, *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, server)
+        assert httpx.get(url + "/metrics", timeout=10).status_code == (200 if public else 401)
+        token = (tmp_path / "data" / "admin.token").read_text().strip()
+        with_token = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert with_token.status_code == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+
+# -- /docs, /redoc, /openapi.json -------------------------------------------------------
+def test_no_cdn_backed_docs_pages_but_the_openapi_schema_stays(site: Site) -> None:
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert site.client.get(path).status_code == 404, path
+    schema = site.client.get("/openapi.json")
+    assert schema.status_code == 200
+    assert "/jobs/{job_id}/explain" in schema.json()["paths"]
+
+
+# -- security headers -------------------------------------------------------------------
+def test_the_dashboard_has_a_strict_csp_pinning_its_script_and_style(site: Site) -> None:
+    response = site.client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    csp = response.headers["content-security-policy"]
+    assert csp == CONTENT_SECURITY_POLICY
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives["default-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert directives["script-src"].startswith("'sha256-")
+    assert directives["style-src"].startswith("'sha256-")
+    assert directives["connect-src"] == "'self'"
+    assert "unsafe" not in csp and "http" not in csp and "*" not in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert len(response.headers.get_list("content-security-policy")) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "who", "status"),
+    [
+        ("GET", "/healthz", None, 200),
+        ("GET", "/openapi.json", None, 200),
+        ("GET", "/jobs", "user", 200),
+        ("GET", "/jobs", None, 401),
+        ("GET", "/metrics", "admin", 200),
+        ("GET", "/history.csv", "user", 403),
+        ("GET", "/nowhere", None, 404),
+        ("GET", "/docs", None, 404),
+        ("POST", "/jobs", "user", 422),
+    ],
+)
+def test_every_response_says_nosniff_and_may_not_be_framed(
+    site: Site, method: str, path: str, who: str | None, status: int
+) -> None:
+    headers = {"admin": site.admin, "user": site.user}.get(who or "", {})
+    response = site.client.request(
+        method, path, headers=headers, json={} if method == "POST" else None
+    )
+    assert response.status_code == status, response.text
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["content-security-policy"] == STRICT_CSP
+    assert "frame-ancestors 'none'" in STRICT_CSP
+
+
+def test_an_oversized_body_is_refused_with_413_and_the_same_headers(site: Site) -> None:
+    big = b"x" * (2 << 20)
+    headers = {**site.user, "Content-Type": "application/json"}
+    with_length = site.client.post("/jobs", content=big, headers=headers)
+
+    def chunks():  # type: ignore[no-untyped-def]
+        yield big
+
+    chunked = site.client.post("/jobs", content=chunks(), headers=headers)
+    for response in (with_length, chunked):
+        assert response.status_code == 413, response.text
+        assert "bytes" in response.json()["detail"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+    # a body within the limit is still read whole and accepted
+    small = site.client.post("/jobs", json={"command": ["echo", "y" * 1000]}, headers=site.user)
+    assert small.status_code == 201, small.text
