@@ -141,6 +141,12 @@ def add_service_commands(sub: Any) -> None:
         help="also refit every S seconds when jobs finished since the last refit (0: off)",
     )
     serve.add_argument(
+        "--job-user",
+        default="nobody",
+        help="local backend as root: the Unix account jobs run as when their token maps to"
+        " none (nobody); jobs never run as root",
+    )
+    serve.add_argument(
         "--model-min-jobs",
         type=int,
         default=30,
@@ -161,11 +167,22 @@ def add_service_commands(sub: Any) -> None:
         " (for a timer: a live service is left alone)",
     )
 
-    token = sub.add_parser("token", help="create an API token (printed once)")
-    token.add_argument("action", choices=["create"])
-    token.add_argument("--user", required=True)
-    token.add_argument("--tenant", required=True)
-    token.add_argument("--admin", action="store_true")
+    token = sub.add_parser(
+        "token", help="create an API token (printed once), or revoke a user's tokens"
+    )
+    token.add_argument(
+        "action",
+        choices=["create", "revoke"],
+        help="create: a new token; revoke: delete every token of --user (at once)",
+    )
+    token.add_argument("--user", required=True, help="the ilucid user the token speaks for")
+    token.add_argument("--tenant", help="the user's team (create: required; revoke: only it)")
+    token.add_argument("--admin", action="store_true", help="may see and act on every job")
+    token.add_argument(
+        "--unix-user",
+        help="create: the Unix account this token's jobs run as when the service is root"
+        " (default: serve's --job-user)",
+    )
     token.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     token.add_argument("--db", help="database URL (default: SQLite in --data-dir)")
 
@@ -206,10 +223,23 @@ def add_service_commands(sub: Any) -> None:
     )
 
 
+def _private_data_dir(folder: Path) -> None:
+    """The data directory is the service's alone (0700): jobs and other users can read
+    neither the database, the admin token nor anyone's job logs. Files created in it
+    from now on are 0600 (umask 077)."""
+    os.umask(0o077)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    for name in ("ilucid.db", "ilucid.db-wal", "ilucid.db-shm", "admin.token"):
+        path = folder / name
+        if path.exists():
+            path.chmod(0o600)
+
+
 def _db_url(args: argparse.Namespace) -> str:
     if args.db:
         return str(args.db)
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    _private_data_dir(args.data_dir)
     return f"sqlite:///{args.data_dir.resolve() / 'ilucid.db'}"
 
 
@@ -260,7 +290,9 @@ def _serve(args: argparse.Namespace) -> int:
     if stop_signal is None:
         raise ValueError(f"unknown signal {args.stop_signal!r}")
     url = _db_url(args)
+    _private_data_dir(args.data_dir)
     migrate(url)
+    _private_data_dir(args.data_dir)  # the database file migrate just created
     engine = make_engine(url)
     from sqlalchemy.orm import Session
 
@@ -298,6 +330,7 @@ def _serve(args: argparse.Namespace) -> int:
             stop_signal=stop_signal,
             grace_s=args.grace,
             profiler_gpus=args.profiler_gpus,
+            job_user=args.job_user,
         )
     from ilucid.service.duration_keeper import DurationKeeper
 
@@ -328,11 +361,20 @@ def _serve(args: argparse.Namespace) -> int:
         f"ilucid serve: {where}, policy {args.policy}, state in {url},"
         f" API on http://{args.host}:{args.port}"
     )
+    if args.backend == "local":
+        print(
+            f"jobs run as their token's Unix user, else as {args.job_user}"
+            if backend.switches_users
+            else "jobs run as this service's own user (not root: it cannot switch users);"
+            " run it as root to run each job as its owner's account (README: Security)"
+        )
+    # the token itself never goes to the log: the operator reads it from its 0600 file
     token_file = args.data_dir / "admin.token"
-    fragment = ""
-    if token_file.exists():  # the URL fragment never leaves the browser
-        fragment = f"#token={token_file.read_text(encoding='utf-8').strip()}"
-    print(f"dashboard: http://{args.host}:{args.port}/{fragment}", flush=True)
+    print(
+        f"dashboard: http://{args.host}:{args.port}/ (sign in with the admin token in"
+        f" {token_file}, or open http://{args.host}:{args.port}/#token=$(cat {token_file}))",
+        flush=True,
+    )
     stop = threading.Event()
     beat = args.data_dir / "heartbeat"  # for `ilucid slurm-release-held --if-idle-for`
     loop = threading.Thread(
@@ -429,7 +471,16 @@ def _token(args: argparse.Namespace) -> int:
 
     url = _db_url(args)
     migrate(url)
-    print(create_token(make_engine(url), args.user, args.tenant, args.admin))
+    engine = make_engine(url)
+    if args.action == "revoke":
+        from ilucid.service.auth import revoke_tokens
+
+        gone = revoke_tokens(engine, args.user, args.tenant)
+        print(f"revoked {gone} token(s) of {args.user}: they are refused from now on")
+        return 0 if gone else 1
+    if not args.tenant:
+        raise ValueError("token create needs --tenant")
+    print(create_token(engine, args.user, args.tenant, args.admin, args.unix_user))
     return 0
 
 

@@ -306,8 +306,8 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
             errors.append(_json_safe(kept))
         return JSONResponse({"detail": errors}, status_code=422)
 
-    # async: a cached token check needs no worker thread (a cache miss is one quick query)
-    async def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
+    # sync, so in a worker thread: every check asks the database (revocation is immediate)
+    def identity(authorization: Annotated[str | None, Header()] = None) -> Identity:
         if not authorization or not authorization.startswith("Bearer "):
             raise HTTPException(401, "missing bearer token (Authorization: Bearer <token>)")
         who = authenticate(engine, authorization.removeprefix("Bearer ").strip())
@@ -345,6 +345,7 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
                     cwd=body.cwd,
                     estimate_s=body.estimate_s,
                     checkpoint_s=body.checkpoint_s,
+                    run_as=who.unix_user,
                 )
             )
         except ServiceError as exc:
@@ -671,7 +672,8 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
     Replayed from the stored state transitions (the record that outlives
     restarts): entering or leaving ``pending`` moves the pending count, entering
     or leaving ``running`` moves the running count and the busy GPUs by the
-    job's size; ``running -> running`` rows are launch notes and change nothing.
+    job's size; ``decided -> running`` rows (and older ``running -> running``
+    ones) are launch notes and change nothing.
     Value ``i`` holds from ``times[i]`` until ``times[i + 1]``; the first point is
     the state at ``start`` and the last is ``end``. When there are more than
     :data:`TIMELINE_POINTS` changes, each of as many equal slices of the window
@@ -681,6 +683,7 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
         select(TransitionRow.time, TransitionRow.from_state, TransitionRow.to_state, JobRow.gpus)
         .join(JobRow, JobRow.id == TransitionRow.job_id)
         .where(TransitionRow.from_state != TransitionRow.to_state, TransitionRow.time <= end)
+        .where(TransitionRow.from_state != "decided")  # a launch: running since its decision
         # a job that ended before the window contributes nothing to it
         .where(or_(JobRow.end_time.is_(None), JobRow.end_time >= start))
         .order_by(TransitionRow.id)  # each job's transitions in the order they happened
