@@ -22,11 +22,10 @@ import sys
 from ilucid.core import Cluster, JobClass, JobSpec, Policy, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DefaultPolicy, TierConfig, TieredPolicy
-from ilucid.mixed_cli import DEFAULT_CHECKPOINT_S
 from ilucid.sim import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.lucid_world import profiling_world
-from ilucid.sim.mixed import class_summary, size_static_partition
+from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, class_summary, size_static_partition
 from ilucid.traces import (
     DEFAULT_LOAD,
     InferenceTrace,

@@ -14,7 +14,7 @@ from typing import Any
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
-from ilucid.sim.mixed import MixedRun, run_scenario
+from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.tier_settings import load_tier_config
 from ilucid.traces import (
     DEFAULT_LOAD,
@@ -26,9 +26,6 @@ from ilucid.traces import (
 )
 
 __all__ = ["add_mixed_command", "format_mixed_table", "run_mixed_command"]
-
-#: Default checkpoint interval of training jobs in mixed scenarios (30 minutes).
-DEFAULT_CHECKPOINT_S = 1800.0
 
 _COLUMNS = (
     ("label", "run", "{}"),

@@ -32,11 +32,15 @@ from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_S",
     "MixedRun",
     "class_summary",
     "run_scenario",
     "size_static_partition",
 ]
+
+#: Default checkpoint interval of training jobs in mixed scenarios (30 minutes).
+DEFAULT_CHECKPOINT_S = 1800.0
 
 
 def _is_inference(record: JobRecord) -> bool:
