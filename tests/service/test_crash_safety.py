@@ -104,46 +104,46 @@ def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path, job_scratch: Path
     kills = 0
     by_point = dict.fromkeys(CRASH_POINTS, 0)
 
-    server.start()
-    headers = {"Authorization": f"Bearer {(data / 'admin.token').read_text().strip()}"}
-    for point in CRASH_POINTS * PER_POINT:
-        server.kill()
-        server.start(crash_at=point)
-        for _try in range(20):  # a job must end for the point to be reached
-            if server.process is None or server.process.poll() is not None:
-                break  # it died at the point already (a leftover end at start-up)
-            job = _submit(url, headers, rng)
-            if job is not None:
-                accepted.append(job)
-                break
-            time.sleep(0.25)
-        assert server.died_by_itself(within_s=30), f"crash point {point} was never reached"
-        kills += 1
-        by_point[point] += 1
-        server.start()
-    while kills < KILLS:
-        kill_at = time.monotonic() + rng.uniform(0.1, 0.8)
-        while time.monotonic() < kill_at:
-            job = _submit(url, headers, rng)
-            if job is not None:
-                accepted.append(job)
-        server.kill()
-        kills += 1
-        server.start()
-
     engine = make_engine(f"sqlite:///{data / 'ilucid.db'}")
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with Session(engine) as session:
-                rows = {r.id: r.state for r in session.scalars(select(JobRow))}
-            if all(rows.get(j) == "succeeded" for j in accepted):
-                break
-            time.sleep(0.5)
-    finally:
-        assert server.process is not None
-        server.process.terminate()
-        server.process.wait(timeout=15)
+        server.start()
+        headers = {"Authorization": f"Bearer {(data / 'admin.token').read_text().strip()}"}
+        for point in CRASH_POINTS * PER_POINT:
+            server.kill()
+            server.start(crash_at=point)
+            for _try in range(20):  # a job must end for the point to be reached
+                if server.process is None or server.process.poll() is not None:
+                    break  # it died at the point already (a leftover end at start-up)
+                job = _submit(url, headers, rng)
+                if job is not None:
+                    accepted.append(job)
+                    break
+                time.sleep(0.25)
+            assert server.died_by_itself(within_s=30), f"crash point {point} was never reached"
+            kills += 1
+            by_point[point] += 1
+            server.start()
+        while kills < KILLS:
+            kill_at = time.monotonic() + rng.uniform(0.1, 0.8)
+            while time.monotonic() < kill_at:
+                job = _submit(url, headers, rng)
+                if job is not None:
+                    accepted.append(job)
+            server.kill()
+            kills += 1
+            server.start()
+
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with Session(engine) as session:
+                    rows = {r.id: r.state for r in session.scalars(select(JobRow))}
+                if all(rows.get(j) == "succeeded" for j in accepted):
+                    break
+                time.sleep(0.5)
+    finally:  # never leave a server behind, even when an assertion failed
+        if server.process is not None and server.process.poll() is None:
+            server.process.terminate()
+            server.process.wait(timeout=15)
     print(f"kills: {kills} ({by_point} at crash points), accepted jobs: {len(accepted)}")
     assert kills >= KILLS and all(n == PER_POINT for n in by_point.values())
     assert len(accepted) >= KILLS
