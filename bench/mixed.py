@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ilucid.mixed_cli import run_mixed_command
+from ilucid.cli.mixed import run_mixed_command
 from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S
 from ilucid.traces import trace_dir
 

@@ -308,7 +308,7 @@ def _expand(arg: str, env: dict[str, str]) -> str:
 def test_deployment_command_line_parses_with_ilucids_cli() -> None:
     # the args as the container gets them, parsed by `ilucid serve`'s own parser: a flag
     # renamed or dropped in the CLI fails here instead of in a crash-looping pod
-    from ilucid.service_cli import add_service_commands
+    from ilucid.cli.serve import add_service_commands
 
     docs = _installed()
     config = _one(docs, "ConfigMap")["data"]

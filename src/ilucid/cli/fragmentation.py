@@ -10,24 +10,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ilucid.cli.common import Command
 from ilucid.core.fractional import POLICIES
 from ilucid.sim.fragmentation import PackingOutcome, inflate, never_fits
 from ilucid.traces import TraceError, trace_dir
 from ilucid.traces.formats import load_alibaba_share
 
-__all__ = ["add_fragmentation_command", "run_fragmentation_command"]
+__all__ = ["COMMANDS"]
 
 ALIBABA_DIR = "alibaba-gpu-v2023"
 NODES_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_VARIANTS = "default,gpushare100,gpuspec33"
 
 
-def add_fragmentation_command(sub: Any) -> None:
-    frag = sub.add_parser(
-        "fragmentation",
-        help="pack Alibaba v2023 pods until full: best-fit vs worst-fit vs fragmentation-aware",
-        description="See docs/fragmentation.md. Needs ILUCID_TRACE_DIR (or --pods/--nodes).",
-    )
+def _add_arguments(frag: argparse.ArgumentParser) -> None:
     frag.add_argument(
         "--variants",
         default=DEFAULT_VARIANTS,
@@ -69,7 +65,7 @@ def _run(task: tuple[str, Path, Path, str, float]) -> tuple[str, PackingOutcome,
     return variant, inflate(pods, nodes, policy, until), left_out
 
 
-def run_fragmentation_command(args: argparse.Namespace) -> int:
+def _fragmentation(args: argparse.Namespace) -> int:
     pairs, nodes_path = _variant_files(args)
     tasks = [(v, path, nodes_path, policy, args.until) for v, path in pairs for policy in POLICIES]
     workers = min(len(tasks), os.cpu_count() or 1)
@@ -115,3 +111,14 @@ def run_fragmentation_command(args: argparse.Namespace) -> int:
     (args.out / "fragmentation.json").write_text(json.dumps(table, indent=2) + "\n")
     print(f"wrote {args.out / 'fragmentation.json'}")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "fragmentation",
+        "pack Alibaba v2023 pods until full: best-fit vs worst-fit vs fragmentation-aware",
+        _add_arguments,
+        _fragmentation,
+        description="See docs/fragmentation.md. Needs ILUCID_TRACE_DIR (or --pods/--nodes).",
+    ),
+)

@@ -5,22 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
+from ilucid.cli.common import Command
 from ilucid.core.placement import never_placeable
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.gavel_world import GavelWorld
 from ilucid.sim.hetero import mixed_type_cluster, run_hetero
 from ilucid.traces import cluster_for_load, load_trace
 
-__all__ = ["add_hetero_command", "run_hetero_command"]
+__all__ = ["COMMANDS"]
 
 
-def add_hetero_command(sub: Any) -> None:
-    hetero = sub.add_parser(
-        "hetero",
-        help="mixed GPU types with Gavel's measured speeds: type-blind vs type-aware placement",
-    )
+def _add_arguments(hetero: argparse.ArgumentParser) -> None:
     hetero.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
     hetero.add_argument("--types", default="V100,P100,K80", help="GPU types, round-robin")
     hetero.add_argument(
@@ -35,7 +31,7 @@ def add_hetero_command(sub: Any) -> None:
     hetero.add_argument("--out", type=Path, default=Path("out/hetero"))
 
 
-def run_hetero_command(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     profiles = profile_dir()
     if profiles is None:
         raise ValueError("set ILUCID_PROFILE_DIR (or ILUCID_TRACE_DIR) to find ../shared/profiles")
@@ -62,3 +58,13 @@ def run_hetero_command(args: argparse.Namespace) -> int:
         json.dumps({r.label: r.summary for r in runs}, indent=2, default=str) + "\n"
     )
     return 0
+
+
+COMMANDS = (
+    Command(
+        "hetero",
+        "mixed GPU types with Gavel's measured speeds: type-blind vs type-aware placement",
+        _add_arguments,
+        _run,
+    ),
+)

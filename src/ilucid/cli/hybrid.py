@@ -6,14 +6,14 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
 
+from ilucid.cli.common import Command
 from ilucid.core import PoolSpec, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.sim.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
 from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace
 
-__all__ = ["add_hybrid_command", "run_hybrid_command"]
+__all__ = ["COMMANDS"]
 
 
 def _values(text: str) -> list[float]:
@@ -26,11 +26,7 @@ def _values(text: str) -> list[float]:
     return values
 
 
-def add_hybrid_command(sub: Any) -> None:
-    hybrid = sub.add_parser(
-        "hybrid",
-        help="on-prem cluster plus a paid cloud pool: JCT and cost at values of waiting time",
-    )
+def _add_arguments(hybrid: argparse.ArgumentParser) -> None:
     hybrid.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
     hybrid.add_argument(
         "--onprem-load",
@@ -63,7 +59,7 @@ _COLUMNS = (
 )
 
 
-def run_hybrid_command(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace).limit(args.limit)
     onprem = cluster_for_load(trace.jobs, args.onprem_load or DEFAULT_LOAD)
     cloud_nodes = (
@@ -92,3 +88,13 @@ def run_hybrid_command(args: argparse.Namespace) -> int:
     (args.out / "hybrid.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.out / 'hybrid.json'}")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "hybrid",
+        "on-prem cluster plus a paid cloud pool: JCT and cost at values of waiting time",
+        _add_arguments,
+        _run,
+    ),
+)

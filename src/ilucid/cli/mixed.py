@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ilucid.cli.common import Command
+from ilucid.cli.tables import render_table
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
@@ -25,7 +27,7 @@ from ilucid.traces import (
     overlay_inference,
 )
 
-__all__ = ["add_mixed_command", "format_mixed_table", "run_mixed_command"]
+__all__ = ["COMMANDS", "run_mixed_command"]
 
 _COLUMNS = (
     ("label", "run", "{}"),
@@ -42,18 +44,7 @@ _COLUMNS = (
 )
 
 
-def add_mixed_command(sub: Any) -> None:
-    mixed = sub.add_parser(
-        "mixed",
-        help="training + real-time inference: the default profile vs static partitioning vs"
-        " strict FIFO",
-        description=(
-            "Scenario (a): a training trace plus inference services from an inference"
-            " instance list (default alibaba-dlrm), thinned to --share of the cluster's"
-            " GPUs and tiled over the training span (docs/scenarios.md). Scenario (b):"
-            " --trace alibaba, whose LS pods are the inference and BE pods the training."
-        ),
-    )
+def _add_arguments(mixed: argparse.ArgumentParser) -> None:
     mixed.add_argument("--trace", default="philly", help="training trace (default philly)")
     mixed.add_argument(
         "--policy",
@@ -106,8 +97,9 @@ def add_mixed_command(sub: Any) -> None:
     mixed.add_argument("--out", type=Path, default=Path("out/mixed"), help="output directory")
 
 
-def format_mixed_table(runs: list[MixedRun]) -> str:
-    rows = [[title for _, title, _ in _COLUMNS]]
+def _mixed_table(runs: list[MixedRun]) -> str:
+    """One row per run; a figure a run does not have (or NaN) prints as ``-``."""
+    rows = []
     for run in runs:
         values = {"label": run.label, **run.summary}
         row = []
@@ -118,18 +110,7 @@ def format_mixed_table(runs: list[MixedRun]) -> str:
             else:
                 row.append(fmt.format(value))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    return "\n".join(
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in rows
-    )
-
-
-def _json_safe(value: Any) -> Any:
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return render_table([title for _, title, _ in _COLUMNS], rows)
 
 
 def _tier_config(args: argparse.Namespace) -> TierConfig:
@@ -191,7 +172,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
     baseline = runs[-1].summary["avg_jct_training"]
     for run in runs:
         run.summary["vs_training_only"] = run.summary["avg_jct_training"] / baseline
-    print(format_mixed_table(runs))
+    print(_mixed_table(runs))
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         run.label: {
@@ -203,3 +184,19 @@ def run_mixed_command(args: argparse.Namespace) -> int:
     (args.out / "mixed.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out / 'mixed.json'}")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "mixed",
+        "training + real-time inference: the default profile vs static partitioning vs strict FIFO",
+        _add_arguments,
+        run_mixed_command,
+        description=(
+            "Scenario (a): a training trace plus inference services from an inference"
+            " instance list (default alibaba-dlrm), thinned to --share of the cluster's"
+            " GPUs and tiled over the training span (docs/scenarios.md). Scenario (b):"
+            " --trace alibaba, whose LS pods are the inference and BE pods the training."
+        ),
+    ),
+)

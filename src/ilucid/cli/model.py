@@ -8,6 +8,7 @@ import os
 from functools import partial
 from pathlib import Path
 
+from ilucid.cli.common import DEFAULT_DATA, DEFAULT_URL, Command, add_commands, stored_token
 from ilucid.estimators import load_estimator, make_duration_estimator, walk_forward
 from ilucid.estimators.features import walk_forward_rows
 from ilucid.estimators.forecast import LoadForecaster, load_series
@@ -15,14 +16,14 @@ from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.estimators.profiles import load_labelled_profiles, load_lucid_profiles, profile_dir
 from ilucid.traces import load_trace
 
-__all__ = ["add_model_commands", "run_model_command"]
+__all__ = ["COMMANDS"]
 
 
-def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    model = sub.add_parser("model", help="train, explain and evaluate the estimators")
-    verbs = model.add_subparsers(dest="verb", required=True)
+def _add_arguments(model: argparse.ArgumentParser) -> None:
+    add_commands(model.add_subparsers(dest="verb", required=True), VERBS.values())
 
-    train = verbs.add_parser("train", help="fit an estimator and save it")
+
+def _add_train(train: argparse.ArgumentParser) -> None:
     train.add_argument("kind", choices=["duration", "packing", "forecast"])
     train.add_argument("--trace", help="trace to learn from (duration, forecast)")
     train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
@@ -34,22 +35,21 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     train.add_argument("--out", type=Path, required=True, help="model file to write")
 
-    explain = verbs.add_parser("explain", help="print a saved model's shape functions or rules")
+
+def _add_explain(explain: argparse.ArgumentParser) -> None:
     explain.add_argument("model", type=Path)
     explain.add_argument("--top", type=int, default=6, help="terms to show")
 
-    evaluate = verbs.add_parser(
-        "evaluate", help="walk-forward duration error on the last 25%% of a trace"
-    )
+
+def _add_evaluate(evaluate: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--trace", required=True)
     evaluate.add_argument("--estimators", default="user-median,ebm,lightgbm")
 
-    refit = verbs.add_parser(
-        "refit", help="refit a running service's duration model now (admin; see /model)"
-    )
-    refit.add_argument("--url", default=os.environ.get("ILUCID_URL", "http://127.0.0.1:8787"))
+
+def _add_refit(refit: argparse.ArgumentParser) -> None:
+    refit.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
     refit.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
-    refit.add_argument("--data-dir", type=Path, default=Path(".ilucid"))
+    refit.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     refit.add_argument(
         "--wait", type=float, default=300.0, help="seconds to wait for the new version (300)"
     )
@@ -133,12 +133,7 @@ def _refit(args: argparse.Namespace) -> int:
 
     from ilucid.service.client import call_service
 
-    token = args.token
-    stored = args.data_dir / "admin.token"
-    if not token and stored.exists():
-        token = stored.read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError("no token: pass --token or set ILUCID_TOKEN")
+    token = stored_token(args)
     if args.wait < 0:
         raise ValueError(f"--wait must not be negative, not {args.wait}")
     headers = {"Authorization": f"Bearer {token}"}
@@ -153,11 +148,31 @@ def _refit(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_model_command(args: argparse.Namespace) -> int:
-    if args.verb == "refit":
-        return _refit(args)
-    if args.verb == "train":
-        return _train(args)
-    if args.verb == "explain":
-        return _explain(args)
-    return _evaluate(args)
+def _run(args: argparse.Namespace) -> int:
+    return VERBS[args.verb].run(args)
+
+
+#: ``ilucid model``'s verbs, dispatched by name
+VERBS: dict[str, Command] = {
+    verb.name: verb
+    for verb in (
+        Command("train", "fit an estimator and save it", _add_train, _train),
+        Command(
+            "explain", "print a saved model's shape functions or rules", _add_explain, _explain
+        ),
+        Command(
+            "evaluate",
+            "walk-forward duration error on the last 25%% of a trace",
+            _add_evaluate,
+            _evaluate,
+        ),
+        Command(
+            "refit",
+            "refit a running service's duration model now (admin; see /model)",
+            _add_refit,
+            _refit,
+        ),
+    )
+}
+
+COMMANDS = (Command("model", "train, explain and evaluate the estimators", _add_arguments, _run),)

@@ -1,9 +1,6 @@
-"""``ilucid serve`` and the commands that talk to a running service.
-
-The client commands read the service address from ``--url`` or
-``ILUCID_URL`` (default http://127.0.0.1:8787) and the token from
-``--token`` or ``ILUCID_TOKEN``; on the service's own host they fall back to
-the admin token ``ilucid serve`` wrote into its data directory.
+"""``ilucid serve`` and the commands run on the service's own host: ``token`` and
+``slurm-release-held``. The commands that talk to a running service are in
+:mod:`ilucid.cli.client`.
 """
 
 from __future__ import annotations
@@ -11,44 +8,20 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
-import tempfile
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from ilucid.cli.common import DEFAULT_DATA, Command, add_commands
 from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
 from ilucid.core.scheduler import Policy
-from ilucid.profile_file import is_profile_file, load_profile, resolve_policy
-from ilucid.service.client import call_service
+from ilucid.profile_file import is_profile_file, load_profile
 
-__all__ = ["SERVICE_COMMANDS", "add_service_commands", "run_service_command"]
-
-DEFAULT_URL = "http://127.0.0.1:8787"
-DEFAULT_DATA = Path(".ilucid")
-SERVICE_COMMANDS = frozenset(
-    {
-        "serve",
-        "slurm-release-held",
-        "token",
-        "submit",
-        "jobs",
-        "queue",
-        "explain",
-        "cancel",
-        "nodes",
-        "logs",
-        "whatif",
-    }
-)
+__all__ = ["COMMANDS", "add_service_commands"]
 
 
-def add_service_commands(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="run the live scheduler on this host (local backend)")
+def _add_serve(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="state (.ilucid)")
     serve.add_argument("--db", help="database URL (default: SQLite in --data-dir)")
     serve.add_argument(
@@ -153,10 +126,8 @@ def add_service_commands(sub: Any) -> None:
         help="finished jobs before the duration model is used; until then, medians (30)",
     )
 
-    fail_open = sub.add_parser(
-        "slurm-release-held",
-        help="fail-open: hand every job ilucid holds in Slurm to Slurm's own scheduler",
-    )
+
+def _add_release_held(fail_open: argparse.ArgumentParser) -> None:
     fail_open.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     fail_open.add_argument("--slurm-conf", help="path of slurm.conf (default: Slurm's)")
     fail_open.add_argument(
@@ -167,9 +138,8 @@ def add_service_commands(sub: Any) -> None:
         " (for a timer: a live service is left alone)",
     )
 
-    token = sub.add_parser(
-        "token", help="create an API token (printed once), or revoke a user's tokens"
-    )
+
+def _add_token(token: argparse.ArgumentParser) -> None:
     token.add_argument(
         "action",
         choices=["create", "revoke"],
@@ -185,42 +155,6 @@ def add_service_commands(sub: Any) -> None:
     )
     token.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     token.add_argument("--db", help="database URL (default: SQLite in --data-dir)")
-
-    def client(name: str, help_text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
-        parser.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
-        parser.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
-        parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-        return parser
-
-    submit = client("submit", "submit a job: ilucid submit --gpus 2 -- python train.py")
-    submit.add_argument("--gpus", type=int, default=1)
-    submit.add_argument(
-        "--class",
-        dest="job_class",
-        default="training",
-        choices=["training", "inference", "best-effort"],
-    )
-    submit.add_argument("--estimate", type=float, help="expected run time, s")
-    submit.add_argument("--checkpoint", type=float, help="checkpoint interval, s")
-    submit.add_argument("argv", nargs=argparse.REMAINDER, help="-- program and arguments")
-    client("jobs", "list jobs")
-    client("queue", "pending jobs with position and expected start")
-    client("nodes", "nodes and free GPUs")
-    for name, text in (
-        ("explain", "why a job waits, runs or was preempted"),
-        ("cancel", "cancel a job"),
-    ):
-        client(name, text).add_argument("job")
-    logs = client("logs", "a job's output")
-    logs.add_argument("job")
-    logs.add_argument("--stderr", action="store_true")
-    whatif = client("whatif", "replay the recorded history under another policy")
-    whatif.add_argument(
-        "--policy",
-        required=True,
-        help="policy or profile file (*.toml) to compare with the current (replayed here)",
-    )
 
 
 def _private_data_dir(folder: Path) -> None:
@@ -241,20 +175,6 @@ def _db_url(args: argparse.Namespace) -> str:
         return str(args.db)
     _private_data_dir(args.data_dir)
     return f"sqlite:///{args.data_dir.resolve() / 'ilucid.db'}"
-
-
-def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    cells = [[str(c) for c in header]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
-
-
-def _when(value: float | None) -> str:
-    if value is None:
-        return "-"
-    delta = value - time.time()
-    stamp = time.strftime("%H:%M:%S", time.localtime(value))
-    return f"{stamp} (in {delta:,.0f} s)" if delta > 0 else stamp
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -484,167 +404,24 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
-    token = args.token
-    if not token:
-        stored = args.data_dir / "admin.token"
-        if stored.exists():
-            token = stored.read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError("no token: pass --token or set ILUCID_TOKEN")
-    return httpx.Client(
-        base_url=args.url, headers={"Authorization": f"Bearer {token}"}, timeout=30.0
-    )
+COMMANDS = (
+    Command("serve", "run the live scheduler on this host (local backend)", _add_serve, _serve),
+    Command(
+        "slurm-release-held",
+        "fail-open: hand every job ilucid holds in Slurm to Slurm's own scheduler",
+        _add_release_held,
+        _release_held,
+    ),
+    Command(
+        "token",
+        "create an API token (printed once), or revoke a user's tokens",
+        _add_token,
+        _token,
+    ),
+)
 
 
-def run_service_command(args: argparse.Namespace) -> int:
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "token":
-        return _token(args)
-    if args.command == "slurm-release-held":
-        return _release_held(args)
-    with _client(args) as client:
-        if args.command == "submit":
-            command = list(args.argv)
-            if command[:1] == ["--"]:
-                command = command[1:]
-            if not command:
-                raise ValueError("give the command after --, e.g. ilucid submit -- python train.py")
-            body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
-            if args.estimate:
-                body["estimate_s"] = args.estimate
-            if args.checkpoint:
-                body["checkpoint_s"] = args.checkpoint
-            print(call_service(client, "POST", "/jobs", json=body)["id"])
-        elif args.command == "jobs":
-            rows = call_service(client, "GET", "/jobs")
-            print(
-                _table(
-                    [
-                        (
-                            j["id"],
-                            j["user"],
-                            j["class"],
-                            j["gpus"],
-                            j["state"],
-                            j["gpu_indices"],
-                            " ".join(j["command"])[:40],
-                        )
-                        for j in rows
-                    ],
-                    ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "COMMAND"),
-                )
-            )
-        elif args.command == "queue":
-            rows = call_service(client, "GET", "/queue")
-            print(
-                _table(
-                    [(r["position"], r["id"], _when(r["expected_start"])) for r in rows],
-                    ("POS", "ID", "EXPECTED START"),
-                )
-            )
-        elif args.command == "nodes":
-            rows = call_service(client, "GET", "/nodes")
-            print(
-                _table(
-                    [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows],
-                    ("NODE", "TYPE", "GPUS", "FREE"),
-                )
-            )
-        elif args.command == "explain":
-            result = call_service(client, "GET", f"/jobs/{args.job}/explain")
-            print(f"{result['id']}: {result['why']}")
-            print(f"  {result['estimate']['text']}")
-            for decision in result["decisions"]:
-                print(f"  {_when(decision['time'])}: {decision['message']}")
-        elif args.command == "cancel":
-            result = call_service(client, "DELETE", f"/jobs/{args.job}")
-            print(f"{result['id']}: {result['state']}")
-        elif args.command == "logs":
-            stream = "stderr" if args.stderr else "stdout"
-            sys.stdout.write(call_service(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
-        elif args.command == "whatif":  # replayed here: a profile file is read here
-            return _whatif(client, resolve_policy(args.policy))
-    return 0
-
-
-def _whatif(client: httpx.Client, other: str) -> int:
-    from ilucid.cli import format_table
-    from ilucid.core import Cluster
-    from ilucid.core.policies import is_known
-    from ilucid.sim import summarize
-    from ilucid.sim.runner import run_policies
-    from ilucid.traces import load_trace
-
-    current = call_service(client, "GET", "/policy")["policy"]
-    if not is_known(current):
-        raise ValueError(
-            f"the service runs {current!r}, a site profile this command has not read;"
-            " replay it with --policy FILE.toml (its profile file)"
-        )
-    history = call_service(client, "GET", "/history.csv")
-    nodes = call_service(client, "GET", "/nodes")
-    if history.count("\n") < 2:
-        raise ValueError("no finished job recorded yet: nothing to replay")
-    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as handle:
-        handle.write(history)
-    try:
-        trace = load_trace(handle.name)
-    finally:
-        os.unlink(handle.name)
-    cluster = Cluster.homogeneous(len(nodes), max(n["gpus"] for n in nodes))
-    policies = [current] if current == other else [current, other]
-    runs = run_policies(trace.jobs, cluster, policies, processes=1)
-    summaries = [summarize(r.result) for r in runs if r.result is not None]
-    print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
-    print(format_table(summaries))
-    return 0
-
-
-def live_demo(data_dir: Path | None = None) -> int:
-    """A few real jobs through the live service on 2 virtual GPUs (SQLite, local backend).
-
-    A training job starts, a real-time inference job preempts it, the training
-    job resumes; every transition is printed with its reason.
-    """
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from ilucid.backends.local import GpuInventory, LocalBackend
-    from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
-    from ilucid.service.scheduler_service import JobRequest, SchedulerService
-
-    folder = Path(tempfile.mkdtemp(prefix="ilucid-demo-")) if data_dir is None else data_dir
-    url = f"sqlite:///{folder / 'ilucid.db'}"
-    migrate(url)
-    engine = make_engine(url)
-    backend = LocalBackend(folder, GpuInventory(2, "virtual", 0.0, "virtual"), grace_s=5.0)
-    service = SchedulerService(engine, backend, policy="tiered")
-    print(f"\nlive demo: the service on 2 virtual GPUs, state in {url}")
-    trap = "trap 'echo checkpoint and stop; exit 143' TERM; sleep 4 & wait; echo trained"
-    train = service.submit(JobRequest(["sh", "-c", trap], gpus=2, estimate_s=600, user="ana"))
-    service.reconcile()
-    time.sleep(0.5)
-    serve = service.submit(
-        JobRequest(["sh", "-c", "echo serving; sleep 1"], gpus=1, job_class="inference", user="ben")
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        service.reconcile()
-        with Session(engine) as session:
-            states = {r.id: r.state for r in session.scalars(select(JobRow))}
-        if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
-            break
-        time.sleep(0.2)
-    with Session(engine) as session:
-        for job_id in (train, serve):
-            print(f"{job_id}:")
-            for t in session.scalars(
-                select(TransitionRow)
-                .where(TransitionRow.job_id == job_id)
-                .order_by(TransitionRow.id)
-            ):
-                print(f"  {t.from_state or 'new':>9} -> {t.to_state:<9} {t.reason}")
-    print(f"  {train} output: {backend.logs(train).strip()!r}")
-    return 0
+def add_service_commands(sub: Any) -> None:
+    """``serve``, ``slurm-release-held`` and ``token`` on ``sub`` (an ``add_subparsers()``
+    action): how a deployment's command line is checked against this parser."""
+    add_commands(sub, COMMANDS)

@@ -1,4 +1,4 @@
-"""The ``ilucid`` command line."""
+"""``ilucid simulate``: replay a trace under one or more policies."""
 
 from __future__ import annotations
 
@@ -11,23 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ilucid import __version__
+from ilucid.cli.common import CliError, Command, positive_float, positive_int
+from ilucid.cli.tables import summary_table
 from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import DEFAULT_PROFILE, PROFILES, is_known, needs_profiler
+from ilucid.core.policies import DEFAULT_PROFILE, is_known, needs_profiler
 from ilucid.estimators.profiles import profile_dir
-from ilucid.fragmentation_cli import add_fragmentation_command, run_fragmentation_command
-from ilucid.hetero_cli import add_hetero_command, run_hetero_command
-from ilucid.hybrid_cli import add_hybrid_command, run_hybrid_command
-from ilucid.mixed_cli import add_mixed_command, run_mixed_command
-from ilucid.model_cli import add_model_commands, run_model_command
 from ilucid.profile_file import is_profile_file, resolve_policies
-from ilucid.service_cli import (
-    SERVICE_COMMANDS,
-    add_service_commands,
-    live_demo,
-    run_service_command,
-)
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies
@@ -35,30 +25,12 @@ from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_TRACES,
     Trace,
-    TraceError,
     cluster_for_load,
     load_trace,
     synthetic_trace,
-    trace_dir,
 )
 
-__all__ = ["main"]
-
-SUMMARY_COLUMNS = (
-    ("jobs", "jobs", "{:,}"),
-    ("avg_jct", "mean JCT s", "{:,.0f}"),
-    ("p50_jct", "p50 JCT s", "{:,.0f}"),
-    ("p99_jct", "p99 JCT s", "{:,.0f}"),
-    ("avg_queue", "mean queue s", "{:,.0f}"),
-    ("p99_queue", "p99 queue s", "{:,.0f}"),
-    ("gpu_util", "GPU util", "{:.1%}"),
-    ("preemptions", "preempt", "{:,}"),
-    ("wall_s", "wall s", "{:.2f}"),
-)
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
+__all__ = ["COMMANDS", "simulate_trace"]
 
 
 def _policies(text: str) -> list[str]:
@@ -74,57 +46,18 @@ def _policies(text: str) -> list[str]:
     return names
 
 
-def _print_profiles() -> None:
-    """One line per profile: name, what it needs, what it does."""
-    for name, entry in PROFILES.items():
-        needs = entry.profile.needs
-        tags = [
-            tag
-            for tag, on in (
-                ("default", name == DEFAULT_PROFILE),
-                ("estimates", needs.estimates),
-                ("profiler", needs.profiler),
-                ("oracle: replays only", needs.oracle),
-                ("replays only", not needs.live and not needs.oracle),
-            )
-            if on
-        ]
-        shown = "static-partition:N" if name == "static-partition" else name
-        print(f"{shown:20s} {entry.profile.summary}" + (f" [{', '.join(tags)}]" if tags else ""))
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "cluster (default: the trace's node list, else offered load 0.85)"
     )
-    group.add_argument("--nodes", type=_positive_int, help="number of nodes")
-    group.add_argument("--gpus-per-node", type=_positive_int, default=8, help="GPUs per node (8)")
+    group.add_argument("--nodes", type=positive_int, help="number of nodes")
+    group.add_argument("--gpus-per-node", type=positive_int, default=8, help="GPUs per node (8)")
     group.add_argument(
         "--load",
-        type=_positive_float,
+        type=positive_float,
         help="size the cluster so the trace offers this load (e.g. 0.85)",
     )
-    group.add_argument("--limit", type=_positive_int, help="replay only the first N jobs")
+    group.add_argument("--limit", type=positive_int, help="replay only the first N jobs")
 
 
 def _add_policy_options(parser: argparse.ArgumentParser) -> None:
@@ -155,21 +88,13 @@ def _add_policy_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--processes",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="parallel processes (default: one per policy, at most the CPU count)",
     )
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ilucid",
-        description="Interpretable scheduling of deep-learning jobs on shared GPU clusters.",
-    )
-    parser.add_argument("--version", action="version", version=f"ilucid {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sim = sub.add_parser("simulate", help="replay a trace under one or more policies")
+def _add_arguments(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--trace",
         required=True,
@@ -192,25 +117,6 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_cluster_options(sim)
     _add_policy_options(sim)
-
-    demo = sub.add_parser("demo", help="compare the policies on Philly (or a synthetic trace)")
-    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory")
-    demo.add_argument(
-        "--limit",
-        type=_positive_int,
-        default=None,
-        help="replay only the first N jobs (default: all of Philly, 5,000 synthetic)",
-    )
-
-    add_model_commands(sub)
-    add_mixed_command(sub)
-    add_fragmentation_command(sub)
-    add_hybrid_command(sub)
-    add_hetero_command(sub)
-    add_service_commands(sub)
-    sub.add_parser("policies", help="list the scheduling policies")
-    sub.add_parser("traces", help="list the trace names resolved in ILUCID_TRACE_DIR")
-    return parser
 
 
 def _load(args: argparse.Namespace) -> Trace:
@@ -304,29 +210,9 @@ def _json_value(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def format_table(summaries: Sequence[dict[str, Any]]) -> str:
-    header = ["policy"] + [label for _, label, _ in SUMMARY_COLUMNS]
-    rows = [
-        [s["policy"]] + [fmt.format(s[key]) for key, _, fmt in SUMMARY_COLUMNS] for s in summaries
-    ]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            h.ljust(w) if i == 0 else h.rjust(w)
-            for i, (h, w) in enumerate(zip(header, widths, strict=True))
-        )
-    ]
-    for row in rows:
-        lines.append(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    return "\n".join(lines)
-
-
-def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], out: Path) -> int:
+def simulate_trace(
+    args: argparse.Namespace, trace: Trace, policies: Sequence[str], out: Path
+) -> int:
     cluster, how = _cluster(trace, args)
     refused = never_placeable(trace.jobs, cluster)
     jobs = [j for j in trace.jobs if j.id not in refused]
@@ -389,7 +275,7 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
     (out / "report.html").write_text(
         render_report(f"ilucid: {label}", results, summaries, notes), encoding="utf-8"
     )
-    print(format_table(summaries))
+    print(summary_table(summaries))
     for result in results:
         if result.tuner_log:
             print(f"{result.policy} tuner: {len(result.tuner_log)} actions, e.g.")
@@ -403,74 +289,10 @@ def _simulate(args: argparse.Namespace, trace: Trace, policies: Sequence[str], o
     return 1 if failed else 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    directory = trace_dir()
-    philly = directory / KNOWN_TRACES["philly"] if directory else None
-    policies = ["fifo", "sjf", "tiresias", "srtf", "qssf", "lucid", "ilucid"]
-    sim_args = argparse.Namespace(
-        nodes=None,
-        gpus_per_node=8,
-        load=None,
-        limit=args.limit,
-        tiresias_interval=None,
-        tiresias_threshold=None,
-        overhead_small=40.0,
-        overhead_large=60.0,
-        processes=None,
-    )
-    if philly is not None and philly.exists():
-        trace = load_trace("philly").limit(args.limit)
-    else:
-        print(
-            "ILUCID_TRACE_DIR is not set or holds no Philly trace:"
-            " running on a SYNTHETIC trace (see ilucid/traces/synthetic.py)"
-        )
-        trace = synthetic_trace(jobs=args.limit or 5000)
-    code = _simulate(sim_args, trace, policies, args.out)
-    return code or live_demo()
+def _run(args: argparse.Namespace) -> int:
+    # profile files are read (a bad one stops here) and registered before any fork
+    policies = resolve_policies(args.policy)
+    return simulate_trace(args, _load(args), policies, args.out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "simulate":
-            # profile files are read (a bad one stops here) and registered before any fork
-            policies = resolve_policies(args.policy)
-            return _simulate(args, _load(args), policies, args.out)
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "model":
-            return run_model_command(args)
-        if args.command == "mixed":
-            return run_mixed_command(args)
-        if args.command == "fragmentation":
-            return run_fragmentation_command(args)
-        if args.command == "hybrid":
-            return run_hybrid_command(args)
-        if args.command == "hetero":
-            return run_hetero_command(args)
-        if args.command in SERVICE_COMMANDS:
-            return run_service_command(args)
-        if args.command == "policies":
-            _print_profiles()
-            return 0
-        if args.command == "traces":
-            directory = trace_dir()
-            for name, relative in KNOWN_TRACES.items():
-                where = directory / relative if directory else None
-                state = "found" if where and where.exists() else "not found"
-                print(f"{name:10s} {relative} ({state})")
-            return 0
-    except (TraceError, CliError, ValueError) as exc:
-        print(f"ilucid: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"ilucid: error: {exc}", file=sys.stderr)
-        return 2
-    parser.error(f"unknown command {args.command}")
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+COMMANDS = (Command("simulate", "replay a trace under one or more policies", _add_arguments, _run),)

@@ -1,0 +1,218 @@
+"""The commands that talk to a running service: ``submit``, ``jobs``, ``queue``,
+``nodes``, ``explain``, ``cancel``, ``logs`` and ``whatif``.
+
+They read the service address from ``--url`` or ``ILUCID_URL`` (default
+http://127.0.0.1:8787) and the token from ``--token`` or ``ILUCID_TOKEN``; on
+the service's own host they fall back to the admin token ``ilucid serve`` wrote
+into its data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ilucid.cli.common import DEFAULT_DATA, DEFAULT_URL, Command, stored_token
+from ilucid.cli.tables import render_table, summary_table
+from ilucid.profile_file import resolve_policy
+from ilucid.service.client import call_service
+
+__all__ = ["COMMANDS"]
+
+#: what a client command does with the open connection and its arguments
+Action = Callable[[httpx.Client, argparse.Namespace], int]
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    return httpx.Client(
+        base_url=args.url,
+        headers={"Authorization": f"Bearer {stored_token(args)}"},
+        timeout=30.0,
+    )
+
+
+def _command(
+    name: str,
+    help_text: str,
+    action: Action,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> Command:
+    """A command with ``--url``, ``--token`` and ``--data-dir`` that runs ``action``
+    with a connection to the service."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
+        parser.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
+        parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+        if add_arguments is not None:
+            add_arguments(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        with _client(args) as client:
+            return action(client, args)
+
+    return Command(name, help_text, add, run)
+
+
+def _when(value: float | None) -> str:
+    if value is None:
+        return "-"
+    delta = value - time.time()
+    stamp = time.strftime("%H:%M:%S", time.localtime(value))
+    return f"{stamp} (in {delta:,.0f} s)" if delta > 0 else stamp
+
+
+def _add_submit(submit: argparse.ArgumentParser) -> None:
+    submit.add_argument("--gpus", type=int, default=1)
+    submit.add_argument(
+        "--class",
+        dest="job_class",
+        default="training",
+        choices=["training", "inference", "best-effort"],
+    )
+    submit.add_argument("--estimate", type=float, help="expected run time, s")
+    submit.add_argument("--checkpoint", type=float, help="checkpoint interval, s")
+    submit.add_argument("argv", nargs=argparse.REMAINDER, help="-- program and arguments")
+
+
+def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
+    command = list(args.argv)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise ValueError("give the command after --, e.g. ilucid submit -- python train.py")
+    body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
+    if args.estimate:
+        body["estimate_s"] = args.estimate
+    if args.checkpoint:
+        body["checkpoint_s"] = args.checkpoint
+    print(call_service(client, "POST", "/jobs", json=body)["id"])
+    return 0
+
+
+def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
+    rows = call_service(client, "GET", "/jobs")
+    header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "COMMAND")
+    cells = [
+        (
+            j["id"],
+            j["user"],
+            j["class"],
+            j["gpus"],
+            j["state"],
+            j["gpu_indices"],
+            " ".join(j["command"])[:40],
+        )
+        for j in rows
+    ]
+    print(render_table(header, cells, align="l" * len(header)))
+    return 0
+
+
+def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
+    rows = call_service(client, "GET", "/queue")
+    cells = [(r["position"], r["id"], _when(r["expected_start"])) for r in rows]
+    print(render_table(("POS", "ID", "EXPECTED START"), cells, align="lll"))
+    return 0
+
+
+def _nodes(client: httpx.Client, args: argparse.Namespace) -> int:
+    rows = call_service(client, "GET", "/nodes")
+    cells = [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows]
+    print(render_table(("NODE", "TYPE", "GPUS", "FREE"), cells, align="llll"))
+    return 0
+
+
+def _add_job(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job")
+
+
+def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
+    result = call_service(client, "GET", f"/jobs/{args.job}/explain")
+    print(f"{result['id']}: {result['why']}")
+    print(f"  {result['estimate']['text']}")
+    for decision in result["decisions"]:
+        print(f"  {_when(decision['time'])}: {decision['message']}")
+    return 0
+
+
+def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:
+    result = call_service(client, "DELETE", f"/jobs/{args.job}")
+    print(f"{result['id']}: {result['state']}")
+    return 0
+
+
+def _add_logs(logs: argparse.ArgumentParser) -> None:
+    logs.add_argument("job")
+    logs.add_argument("--stderr", action="store_true")
+
+
+def _logs(client: httpx.Client, args: argparse.Namespace) -> int:
+    stream = "stderr" if args.stderr else "stdout"
+    sys.stdout.write(call_service(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
+    return 0
+
+
+def _add_whatif(whatif: argparse.ArgumentParser) -> None:
+    whatif.add_argument(
+        "--policy",
+        required=True,
+        help="policy or profile file (*.toml) to compare with the current (replayed here)",
+    )
+
+
+def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
+    """The recorded history replayed here under the service's policy and ``--policy``
+    (a profile file is read here)."""
+    from ilucid.core import Cluster
+    from ilucid.core.policies import is_known
+    from ilucid.sim import summarize
+    from ilucid.sim.runner import run_policies
+    from ilucid.traces import load_trace
+
+    other = resolve_policy(args.policy)
+    current = call_service(client, "GET", "/policy")["policy"]
+    if not is_known(current):
+        raise ValueError(
+            f"the service runs {current!r}, a site profile this command has not read;"
+            " replay it with --policy FILE.toml (its profile file)"
+        )
+    history = call_service(client, "GET", "/history.csv")
+    nodes = call_service(client, "GET", "/nodes")
+    if history.count("\n") < 2:
+        raise ValueError("no finished job recorded yet: nothing to replay")
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as handle:
+        handle.write(history)
+    try:
+        trace = load_trace(handle.name)
+    finally:
+        os.unlink(handle.name)
+    cluster = Cluster.homogeneous(len(nodes), max(n["gpus"] for n in nodes))
+    policies = [current] if current == other else [current, other]
+    runs = run_policies(trace.jobs, cluster, policies, processes=1)
+    summaries = [summarize(r.result) for r in runs if r.result is not None]
+    print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
+    print(summary_table(summaries))
+    return 0
+
+
+COMMANDS = (
+    _command(
+        "submit", "submit a job: ilucid submit --gpus 2 -- python train.py", _submit, _add_submit
+    ),
+    _command("jobs", "list jobs", _jobs),
+    _command("queue", "pending jobs with position and expected start", _queue),
+    _command("nodes", "nodes and free GPUs", _nodes),
+    _command("explain", "why a job waits, runs or was preempted", _explain, _add_job),
+    _command("cancel", "cancel a job", _cancel, _add_job),
+    _command("logs", "a job's output", _logs, _add_logs),
+    _command("whatif", "replay the recorded history under another policy", _whatif, _add_whatif),
+)
