@@ -38,13 +38,9 @@ from ilucid.service.auth import Identity, authenticate
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.duration_keeper import RefitRefused
+from ilucid.service.latency import BUCKETS as PASS_BUCKETS
 from ilucid.service.live_policies import LIVE_POLICIES
-from ilucid.service.scheduler_service import (
-    PASS_BUCKETS,
-    JobRequest,
-    SchedulerService,
-    ServiceError,
-)
+from ilucid.service.scheduler_service import JobRequest, SchedulerService, ServiceError
 
 __all__ = ["build_app", "gpu_holders", "timeline"]
 
@@ -556,10 +552,11 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
         with service.lock:
             free = service.scheduler.free.free_total
             total = service.cluster.total_gpus
-            buckets = list(service.pass_histogram)
-            pass_sum, pass_count = service.pass_seconds, service.passes
-            whole = list(service.reconcile_histogram)
-            whole_sum, whole_count = service.reconcile_seconds, service.reconciles
+            passes, reconciles = service.pass_latency, service.reconcile_latency
+            buckets = list(passes.histogram)
+            pass_sum, pass_count = passes.seconds, passes.count
+            whole = list(reconciles.histogram)
+            whole_sum, whole_count = reconciles.seconds, reconciles.count
         model = service.durations.status()
         lines = ["# TYPE ilucid_jobs gauge"]
         lines += [f'ilucid_jobs{{state="{_label(s)}"}} {n}' for s, n in sorted(states)]

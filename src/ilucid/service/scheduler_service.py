@@ -31,15 +31,11 @@ from ilucid.backends.base import (
     BackendUnavailable,
     Cancels,
     ChecksSubmissions,
-    ClaimsForeignJobs,
     ExplainsWaits,
-    ForeignJob,
     ForgetsEndedJobs,
-    ListsProcesses,
     Observation,
     ProcessState,
     PublishesReasons,
-    QueuesJobs,
 )
 from ilucid.backends.metrics import MetricsSource
 from ilucid.core import (
@@ -56,11 +52,15 @@ from ilucid.core import (
 )
 from ilucid.core.policies import needs_profiler
 from ilucid.estimators.packing import PackingAnalyzer
-from ilucid.service.db import DecisionRow, EstimatorVersion, JobRow, SampleRow, TransitionRow
+from ilucid.service.backend_queue import BackendQueue
+from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.duration_keeper import DurationKeeper
+from ilucid.service.estimator_log import record_estimators
 from ilucid.service.faults import crash_point
-from ilucid.service.lifecycle import FOREIGN, NO_GPUS, Phase, check_move, phase_of
-from ilucid.service.live_profiler import RULE_THRESHOLDS, MeasuredRun, profile_report
+from ilucid.service.latency import Latency
+from ilucid.service.lifecycle import NO_GPUS, Phase, check_move, phase_of
+from ilucid.service.live_profiler import profile_report
+from ilucid.service.live_sampling import Sampler, measured_run, measured_summary
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
 
@@ -73,8 +73,6 @@ PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "cancelled",
 )
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
-#: upper bounds (s) of the scheduling-pass latency histogram served at /metrics
-PASS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 
 
 class ServiceError(ValueError):
@@ -113,15 +111,10 @@ class SchedulerService:
         self.metrics = metrics
         self.policy_factory = policy_factory
         self.packing = packing
-        self.sample_every_s = sample_every_s
-        self.passes = 0
-        self.pass_seconds = 0.0
-        self.pass_histogram = [0] * len(PASS_BUCKETS)  # per bucket, not cumulative
-        #: whole reconcile passes (observe, database, core, apply), same buckets
-        self.reconciles = 0
-        self.reconcile_seconds = 0.0
-        self.reconcile_histogram = [0] * len(PASS_BUCKETS)
-        self._sampled: dict[str, float] = {}  # job id -> time of its last sample
+        #: the core's scheduling pass, and the whole reconcile (observe, database, apply)
+        self.pass_latency = Latency()
+        self.reconcile_latency = Latency()
+        self.sampler = Sampler(metrics, sample_every_s) if metrics is not None else None
         self.engine = engine
         self.backend = backend
         self.policy_name = policy
@@ -135,13 +128,23 @@ class SchedulerService:
         self.leading = True  # a replica behind leader election starts as a follower
         self._published_at = 0.0
         self._last_number = 0
+        self.backend_queue = BackendQueue(
+            backend,
+            self._new_job_id,
+            lambda row, now: self.scheduler.submit(_spec(row), now),
+            clock,
+        )
         self._catch_up_job_numbers()
-        self._record_estimators(packing_source)
+        record_estimators(engine, packing, packing_source, clock())
         # without a model folder (tests, the demo) estimates are medians and nothing refits
         self.durations = durations or DurationKeeper()
         self.durations.start(engine)
         with self.lock:
             self._rebuild(backend.observe())
+
+    def _new_job_id(self) -> str:
+        self._last_number += 1
+        return f"j{self._last_number:06d}"
 
     def _catch_up_job_numbers(self) -> None:
         """Job ids continue from the newest in the database (shared with other replicas)."""
@@ -149,38 +152,6 @@ class SchedulerService:
             last = session.scalars(select(JobRow.id).order_by(JobRow.id.desc()).limit(1)).first()
         if last and last[1:].isdigit():
             self._last_number = max(self._last_number, int(last[1:]))
-
-    def _record_estimators(self, packing_source: str) -> None:
-        """Store which estimators this run decides with (a new row only when one changed),
-        so every profiling report can be traced to the model that scored it."""
-        light, medium = RULE_THRESHOLDS
-        if self.packing is not None:
-            tree = getattr(self.packing.model, "tree_", None)
-            rows = int(tree.n_node_samples[0]) if tree is not None else 0
-            packing = (packing_source or self.packing.trained_on, rows)
-        else:
-            packing = (f"rule: gpu_util <= {light:g}% light, <= {medium:g}% medium, else heavy", 0)
-        with Session(self.engine) as session:
-            ended = session.scalars(
-                select(JobRow.id).where(JobRow.state.in_([SUCCEEDED, FAILED]))
-            ).all()
-            wanted = {
-                "packing": packing,
-                "duration": ("median of this service's past jobs that outlived a profile", 0),
-            }
-            for kind, (path, rows) in wanted.items():
-                last = session.scalars(
-                    select(EstimatorVersion)
-                    .where(EstimatorVersion.kind == kind)
-                    .order_by(EstimatorVersion.id.desc())
-                    .limit(1)
-                ).first()
-                if last is None or last.path != path:
-                    count = rows if kind == "packing" else len(ended)
-                    session.add(
-                        EstimatorVersion(kind=kind, path=path, trained_at=self.clock(), rows=count)
-                    )
-            session.commit()
 
     # -- recovery ----------------------------------------------------------------------
     def _rebuild(self, seen: Observation) -> None:
@@ -307,8 +278,7 @@ class SchedulerService:
         # expire_on_commit off: the row is read once more below, without a reload query
         with self.lock, Session(self.engine, expire_on_commit=False) as session:
             now = max(self.clock(), submitted)
-            self._last_number += 1
-            job_id = f"j{self._last_number:06d}"
+            job_id = self._new_job_id()
             row = JobRow(
                 id=job_id,
                 user=request.user,
@@ -337,19 +307,9 @@ class SchedulerService:
             )
             session.commit()  # accepted only once stored
             self.scheduler.submit(_spec(row), now)
-            self._enqueue(row)
+            self.backend_queue.enqueue(row)
         self.wake.set()
         return job_id
-
-    def _enqueue(self, row: JobRow) -> None:
-        """Backends with their own queue (Slurm) learn of the job at once; a failure
-        here loses nothing: the next pass enqueues every pending job the backend lacks."""
-        if not isinstance(self.backend, QueuesJobs):
-            return
-        try:
-            self.backend.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
-        except (BackendUnavailable, ValueError) as exc:
-            print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
 
     def _stop(self, job_id: str) -> None:
         try:
@@ -393,11 +353,11 @@ class SchedulerService:
                     self._stop(job_id)
             with Session(self.engine) as session:
                 self._settle_ended(session, seen, now)
-                self._sync_backend_queue(session, seen)
+                self.backend_queue.sync(session, seen, self.cluster.total_gpus)
                 self._end_profiling(session, now)
                 began = time.perf_counter()
                 decisions = self.scheduler.schedule(now)
-                self._time_pass(time.perf_counter() - began)
+                self.pass_latency.observe(time.perf_counter() - began)
                 self._apply(session, decisions, now)
                 # write intent before acting: a crash after this commit leaves a job
                 # "running" without a process (requeued on restart) or a process the
@@ -408,29 +368,13 @@ class SchedulerService:
                     if decision.action is Action.PREEMPT:
                         self._stop(decision.job_id)
                 self._retry_starts(session)
-                if self.metrics is not None:
-                    self._sample(session, now)
+                if self.sampler is not None:
+                    self.sampler.sample(session, self.backend, now, self._stopping)
                 session.commit()
             self._publish_reasons(now)
             self.durations.maybe_refit()  # hands the work to its worker process at once
-            self._time_reconcile(time.perf_counter() - whole)
+            self.reconcile_latency.observe(time.perf_counter() - whole)
             return decisions
-
-    def _time_pass(self, seconds: float) -> None:
-        self.passes += 1
-        self.pass_seconds += seconds
-        for index, bound in enumerate(PASS_BUCKETS):
-            if seconds <= bound:
-                self.pass_histogram[index] += 1
-                break
-
-    def _time_reconcile(self, seconds: float) -> None:
-        self.reconciles += 1
-        self.reconcile_seconds += seconds
-        for index, bound in enumerate(PASS_BUCKETS):
-            if seconds <= bound:
-                self.reconcile_histogram[index] += 1
-                break
 
     def _settle_ended(self, session: Session, seen: Observation, now: float) -> None:
         for job_id, why in list(self._stopping.items()):
@@ -512,28 +456,7 @@ class SchedulerService:
 
     def _profiled(self, session: Session, row: JobRow, now: float) -> None:
         """Hand a finished profiling run's measurements to the policy; the job requeues."""
-        launched = max(
-            (
-                t.time
-                for t in session.scalars(
-                    select(TransitionRow).where(
-                        TransitionRow.job_id == row.id, TransitionRow.to_state == RUNNING
-                    )
-                )
-            ),
-            default=now,
-        )
-        window = session.scalars(
-            select(SampleRow).where(SampleRow.job_id == row.id, SampleRow.time >= launched - 1e-6)
-        ).all()
-        count = len(window)
-        run = MeasuredRun(
-            samples=count,
-            gpu_util=sum(s.gpu_util for s in window) / count if count else 0.0,
-            mem_util=sum(s.mem_util for s in window) / count if count else 0.0,
-            mem_mib=max((s.mem_mib for s in window), default=0.0),
-            ran_s=max(0.0, now - launched),
-        )
+        run = measured_run(session, row, now)
         past = [
             end - start
             for start, end in session.execute(
@@ -546,63 +469,6 @@ class SchedulerService:
         row.profile_until = None
         row.gpu_indices = ""
         self._transition(session, row, PENDING, f"profiled: {report.note}")
-
-    def _sync_backend_queue(self, session: Session, seen: Observation) -> None:
-        """Level-triggered: jobs submitted to the backend directly that opted in to ilucid
-        are accepted, and pending jobs the backend's queue lacks are enqueued."""
-        self._claim_foreign(session)
-        if not isinstance(self.backend, QueuesJobs):
-            return
-        pending = session.scalars(select(JobRow).where(JobRow.state == PENDING)).all()
-        for row in pending:
-            if row.id not in seen.jobs and not (row.cwd or "").startswith(FOREIGN):
-                self._enqueue(row)
-
-    def _claim_foreign(self, session: Session) -> None:
-        backend = self.backend
-        if not isinstance(backend, ClaimsForeignJobs):
-            return
-        for foreign in backend.foreign_jobs():
-            marker = f"{FOREIGN}{foreign.key}"  # a claimed job's cwd: never enqueued
-            row = session.scalars(select(JobRow).where(JobRow.cwd == marker)).first()
-            if row is None:  # recorded before Slurm's copy is renamed: a crash between
-                row = self._accept_foreign(session, foreign, marker)  # is claimed again
-            try:
-                backend.claim(foreign, row.id)
-            except BackendUnavailable as exc:
-                print(f"ilucid serve: claiming {foreign.key}: {exc}", flush=True)
-
-    def _accept_foreign(self, session: Session, foreign: ForeignJob, marker: str) -> JobRow:
-        now = self.clock()
-        self._last_number += 1
-        row = JobRow(
-            id=f"j{self._last_number:06d}",
-            user=foreign.user or "slurm",
-            tenant=foreign.user or "slurm",
-            job_class=foreign.job_class,
-            gpus=min(foreign.gpus, self.cluster.total_gpus),
-            command=json.dumps([f"{self.backend.name} job {foreign.key} ({foreign.name})"]),
-            cwd=marker,
-            estimate_s=foreign.estimate_s,
-            state=PENDING,
-            submit_time=now,
-            gpu_indices="",
-            preemptions=0,
-            priority=0,
-        )
-        session.add(row)
-        session.add(
-            TransitionRow(
-                job_id=row.id,
-                time=now,
-                from_state="",
-                to_state=PENDING,
-                reason=f"opted in from {self.backend.name} job {foreign.key} ({foreign.name})",
-            )
-        )
-        session.commit()
-        self.scheduler.submit(_spec(row), now)
-        return row
 
     def _publish_reasons(self, now: float, every_s: float = 5.0, first: int = 200) -> None:
         """Backends that show why a job waits in the cluster manager itself (Kubernetes
@@ -719,48 +585,9 @@ class SchedulerService:
             if row.id not in self._stopping:
                 self._launch(row)
 
-    def _sample(self, session: Session, now: float) -> None:
-        """The live profiler: GPU utilisation and memory of running jobs, stored per job."""
-        assert self.metrics is not None
-        pids_of = self.backend.pids if isinstance(self.backend, ListsProcesses) else None
-        running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
-        for row in running:
-            if row.gpu_indices in ("", NO_GPUS) or row.id in self._stopping:
-                continue
-            if now - self._sampled.get(row.id, -1e18) < self.sample_every_s:
-                continue
-            gpus = [int(g) for g in row.gpu_indices.split(",")]
-            pids = pids_of(row.id) if pids_of is not None else []
-            try:
-                sample = self.metrics.sample(row.id, gpus, pids)
-            except Exception as exc:  # a metrics hiccup never stops scheduling
-                print(f"ilucid serve: sampling {row.id} failed: {exc!r}", flush=True)
-                continue
-            self._sampled[row.id] = now
-            if sample is not None:
-                session.add(
-                    SampleRow(
-                        job_id=row.id,
-                        time=now,
-                        gpu_util=sample.gpu_util,
-                        mem_util=sample.mem_util,
-                        mem_mib=sample.mem_mib,
-                    )
-                )
-
     def profile(self, job_id: str) -> dict[str, float]:
         """What the live profiler measured for a job: means and peak memory."""
-        with Session(self.engine) as session:
-            samples = session.scalars(select(SampleRow).where(SampleRow.job_id == job_id)).all()
-        if not samples:
-            return {"samples": 0}
-        count = len(samples)
-        return {
-            "samples": count,
-            "gpu_util_mean": sum(s.gpu_util for s in samples) / count,
-            "mem_util_mean": sum(s.mem_util for s in samples) / count,
-            "mem_mib_peak": max(s.mem_mib for s in samples),
-        }
+        return measured_summary(self.engine, job_id)
 
     def _transition(self, session: Session, row: JobRow, state: str, reason: str) -> None:
         """Move ``row`` to ``state`` (checked against the lifecycle's table), stored with

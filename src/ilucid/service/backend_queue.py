@@ -1,0 +1,111 @@
+"""Keeps a cluster manager's own queue in step with ilucid's (Slurm, Kubernetes).
+
+Level-triggered, like the rest of the loop: on every pass, jobs submitted to the
+manager directly that opted in to ilucid are accepted (``ClaimsForeignJobs``),
+and pending jobs the manager's queue lacks are enqueued again (``QueuesJobs``).
+A failure here loses nothing: the next pass tries again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ilucid.backends.base import (
+    Backend,
+    BackendUnavailable,
+    ClaimsForeignJobs,
+    ForeignJob,
+    Observation,
+    QueuesJobs,
+)
+from ilucid.service.db import JobRow, TransitionRow
+from ilucid.service.lifecycle import FOREIGN, is_foreign
+
+__all__ = ["BackendQueue"]
+
+
+class BackendQueue:
+    """``new_id`` hands out the next job id; ``accepted`` tells the core of a new job."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        new_id: Callable[[], str],
+        accepted: Callable[[JobRow, float], object],
+        clock: Callable[[], float],
+    ) -> None:
+        self.backend = backend
+        self.new_id = new_id
+        self.accepted = accepted
+        self.clock = clock
+
+    def enqueue(self, row: JobRow) -> None:
+        """Backends with their own queue learn of the job at once."""
+        if not isinstance(self.backend, QueuesJobs):
+            return
+        try:
+            self.backend.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
+        except (BackendUnavailable, ValueError) as exc:
+            print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
+
+    def sync(self, session: Session, seen: Observation, total_gpus: int) -> None:
+        """Accept opted-in foreign jobs; enqueue pending jobs the backend lacks."""
+        self._claim_foreign(session, total_gpus)
+        if not isinstance(self.backend, QueuesJobs):
+            return
+        pending = session.scalars(select(JobRow).where(JobRow.state == "pending")).all()
+        for row in pending:
+            if row.id not in seen.jobs and not is_foreign(row.cwd):
+                self.enqueue(row)
+
+    def _claim_foreign(self, session: Session, total_gpus: int) -> None:
+        backend = self.backend
+        if not isinstance(backend, ClaimsForeignJobs):
+            return
+        for foreign in backend.foreign_jobs():
+            marker = f"{FOREIGN}{foreign.key}"  # a claimed job's cwd: never enqueued
+            row = session.scalars(select(JobRow).where(JobRow.cwd == marker)).first()
+            if row is None:  # recorded before the manager's copy is renamed: a crash
+                row = self._accept(session, foreign, marker, total_gpus)  # between: again
+            try:
+                backend.claim(foreign, row.id)
+            except BackendUnavailable as exc:
+                print(f"ilucid serve: claiming {foreign.key}: {exc}", flush=True)
+
+    def _accept(
+        self, session: Session, foreign: ForeignJob, marker: str, total_gpus: int
+    ) -> JobRow:
+        now = self.clock()
+        name = self.backend.name
+        row = JobRow(
+            id=self.new_id(),
+            user=foreign.user or "slurm",
+            tenant=foreign.user or "slurm",
+            job_class=foreign.job_class,
+            gpus=min(foreign.gpus, total_gpus),
+            command=json.dumps([f"{name} job {foreign.key} ({foreign.name})"]),
+            cwd=marker,
+            estimate_s=foreign.estimate_s,
+            state="pending",
+            submit_time=now,
+            gpu_indices="",
+            preemptions=0,
+            priority=0,
+        )
+        session.add(row)
+        session.add(
+            TransitionRow(
+                job_id=row.id,
+                time=now,
+                from_state="",
+                to_state="pending",
+                reason=f"opted in from {name} job {foreign.key} ({foreign.name})",
+            )
+        )
+        session.commit()
+        self.accepted(row, now)
+        return row

@@ -1,0 +1,96 @@
+"""The live profiler's measurements: samples of running jobs' GPU use, stored per
+job, and what a job's samples add up to (its profiling run, its whole life)."""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from ilucid.backends.base import Backend, ListsProcesses
+from ilucid.backends.metrics import MetricsSource
+from ilucid.service.db import JobRow, SampleRow, TransitionRow
+from ilucid.service.lifecycle import NO_GPUS
+from ilucid.service.live_profiler import MeasuredRun
+
+__all__ = ["Sampler", "measured_run", "measured_summary"]
+
+
+class Sampler:
+    """Samples each running job at most every ``every_s`` seconds; a metrics source
+    that fails is reported and skipped, never stops scheduling."""
+
+    def __init__(self, metrics: MetricsSource, every_s: float = 10.0) -> None:
+        self.metrics = metrics
+        self.every_s = every_s
+        self._last: dict[str, float] = {}  # job id -> time of its last sample
+
+    def sample(self, session: Session, backend: Backend, now: float, skip: Container[str]) -> None:
+        """Add a ``SampleRow`` for each launched running job due (not those in ``skip``)."""
+        pids_of = backend.pids if isinstance(backend, ListsProcesses) else None
+        running = session.scalars(select(JobRow).where(JobRow.state == "running")).all()
+        for row in running:
+            if row.gpu_indices in ("", NO_GPUS) or row.id in skip:
+                continue
+            if now - self._last.get(row.id, -1e18) < self.every_s:
+                continue
+            gpus = [int(g) for g in row.gpu_indices.split(",")]
+            pids = pids_of(row.id) if pids_of is not None else []
+            try:
+                sample = self.metrics.sample(row.id, gpus, pids)
+            except Exception as exc:  # a metrics hiccup never stops scheduling
+                print(f"ilucid serve: sampling {row.id} failed: {exc!r}", flush=True)
+                continue
+            self._last[row.id] = now
+            if sample is not None:
+                session.add(
+                    SampleRow(
+                        job_id=row.id,
+                        time=now,
+                        gpu_util=sample.gpu_util,
+                        mem_util=sample.mem_util,
+                        mem_mib=sample.mem_mib,
+                    )
+                )
+
+
+def measured_run(session: Session, row: JobRow, now: float) -> MeasuredRun:
+    """What the samples since the job's latest start say about its run so far."""
+    launched = max(
+        (
+            t.time
+            for t in session.scalars(
+                select(TransitionRow).where(
+                    TransitionRow.job_id == row.id, TransitionRow.to_state == "running"
+                )
+            )
+        ),
+        default=now,
+    )
+    window = session.scalars(
+        select(SampleRow).where(SampleRow.job_id == row.id, SampleRow.time >= launched - 1e-6)
+    ).all()
+    count = len(window)
+    return MeasuredRun(
+        samples=count,
+        gpu_util=sum(s.gpu_util for s in window) / count if count else 0.0,
+        mem_util=sum(s.mem_util for s in window) / count if count else 0.0,
+        mem_mib=max((s.mem_mib for s in window), default=0.0),
+        ran_s=max(0.0, now - launched),
+    )
+
+
+def measured_summary(engine: Engine, job_id: str) -> dict[str, float]:
+    """What the live profiler measured for a job over its life: means and peak memory."""
+    with Session(engine) as session:
+        samples = session.scalars(select(SampleRow).where(SampleRow.job_id == job_id)).all()
+    if not samples:
+        return {"samples": 0}
+    count = len(samples)
+    return {
+        "samples": count,
+        "gpu_util_mean": sum(s.gpu_util for s in samples) / count,
+        "mem_util_mean": sum(s.mem_util for s in samples) / count,
+        "mem_mib_peak": max(s.mem_mib for s in samples),
+    }
