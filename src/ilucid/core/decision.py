@@ -44,7 +44,10 @@ class ScorePart:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What the core wants done with one job, and why."""
+    """What the core wants done with one job, and why.
+
+    A driver acts on the typed fields; ``reasons`` (and their ``numbers``) are for people.
+    """
 
     action: Action
     job_id: str
@@ -55,6 +58,12 @@ class Decision:
     limit_s: float | None = None
     #: the running job whose GPUs this one shares (indolent packing)
     shares_with: str | None = None
+    #: START in a paid pool: seconds of provisioning the job holds its GPUs without progress
+    startup_s: float = 0.0
+    #: PREEMPT: run time since the job's last checkpoint, to be redone
+    lost_s: float = 0.0
+    #: PREEMPT: seconds its restore will cost when it starts again
+    overhead_s: float = 0.0
 
     def explain(self) -> str:
         text = f"{self.action.value} {self.job_id}"

@@ -194,6 +194,7 @@ class SchedulingPass:
                 placement,
                 (reason or Reason("Scheduled", why),),
                 limit_s=limit_s,
+                startup_s=startup_s,
             )
         )
 
@@ -247,6 +248,8 @@ class SchedulingPass:
                     ),
                 ),
                 shares_with=partner,
+                lost_s=lost,
+                overhead_s=overhead,
             )
         )
 
