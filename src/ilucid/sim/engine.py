@@ -4,166 +4,56 @@ The simulator is the "world": it owns the virtual clock and the truth about
 how much work each job has left, feeds arrivals and completions to the core
 and applies its decisions. Time jumps from event to event (a heap, never a
 fixed tick), so cost grows with the number of events, not simulated seconds.
+
+:class:`Replay` holds one replay's state; :func:`simulate` is its public entry.
+What a replay records (:class:`JobRecord`, :class:`SimResult`, ...) lives in
+:mod:`ilucid.sim.replay_types` and is re-exported here.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import re
 import time
-from array import array
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Sequence
 
 from ilucid.core import (
     Action,
     Cluster,
+    Decision,
     Forecast,
     JobSpec,
-    Placement,
+    JobState,
     Policy,
-    ProfileReport,
     Scheduler,
     SchedulerConfig,
 )
+from ilucid.sim.replay_types import (
+    MAX_SAMPLES,
+    Annotator,
+    ClusterSeries,
+    JobRecord,
+    Observer,
+    ProgressFn,
+    SimResult,
+    World,
+)
 
 __all__ = [
+    "MAX_SAMPLES",
     "Annotator",
     "ClusterSeries",
     "JobRecord",
     "Observer",
+    "Replay",
     "SimResult",
     "World",
     "simulate",
 ]
 
-ProgressFn = Callable[[float], None]
-
-#: Most samples a :class:`ClusterSeries` holds (6 MB; 347 days at one a minute). Past it
-#: the interval doubles, so a huge makespan costs memory and time by events, not by
-#: simulated minutes.
-MAX_SAMPLES = 500_000
-
-
-class World:
-    """What only reality knows. This default measures nothing and ignores interference."""
-
-    def measure(self, spec: JobSpec, ran_s: float, now: float) -> ProfileReport:
-        return ProfileReport(sharing_score=None, gpu_memory_gb=None, estimate=None)
-
-    def pair_speed(self, a: JobSpec, b: JobSpec) -> tuple[float, float]:
-        return 1.0, 1.0
-
-    def speed(self, spec: JobSpec, gpu_type: str) -> float:
-        """Progress per second on ``gpu_type`` relative to the trace's recorded speed."""
-        return 1.0
-
-
-class Annotator(Protocol):
-    """Adds what a driver knows at submission (e.g. a duration estimate) to a job."""
-
-    def on_submit(self, spec: JobSpec, now: float) -> JobSpec: ...
-
-    def on_finish(self, spec: JobSpec, end: float) -> None: ...
-
-
-#: Called as ``observer(time, event, job_id, placement)`` for "start", "pack" (start on
-#: GPUs another running job holds), "preempt", "profiled" (a profiling run ended) and
-#: "finish"; lets tests and tools check every allocation independently of the core.
-Observer = Callable[[float, str, str, Placement | None], None]
-
-
-@dataclass(slots=True)
-class JobRecord:
-    """What happened to one job; times in seconds of the trace's clock."""
-
-    id: str
-    submit: float
-    num_gpus: int
-    duration: float
-    job_class: str
-    tenant: str
-    first_start: float = -1.0
-    end: float = -1.0
-    preemptions: int = 0
-    nodes: str = ""
-    busy_gpu_seconds: float = 0.0  # GPUs held x time held
-    work_done: float = 0.0  # solo-seconds of progress (less than held time when packed)
-    restores: int = 0  # restore overheads paid (preemptions and leaving the profiler)
-    profiled_s: float = 0.0
-    packed: int = 0  # times this job started on GPUs it shares
-    wait_reason: str = ""  # why it did not start at once (a countable code)
-    lost_work_s: float = 0.0  # solo-seconds of work redone after preemptions
-    startup_s: float = 0.0  # provisioning delays paid in paid pools
-    predicted_start: float = -1.0  # expected start the core gave while it waited (sampled)
-
-    @property
-    def jct(self) -> float:
-        return self.end - self.submit
-
-    main_start: float = -1.0  # first start outside the profiling pool
-
-    @property
-    def queueing_delay(self) -> float:
-        """First start minus submission; for a profiled job, its first start after
-        profiling (profiling counts as waiting for the cluster, as in Lucid)."""
-        start = self.main_start if self.main_start >= 0 else self.first_start
-        return start - self.submit
-
-
-@dataclass(slots=True)
-class ClusterSeries:
-    """Cluster state sampled every ``step`` seconds from ``start``."""
-
-    start: float
-    step: float
-    busy_gpus: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
-    pending_jobs: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
-    fragmented_gpus: array = field(default_factory=lambda: array("i"))  # type: ignore[type-arg]
-
-    def due(self, now: float) -> bool:
-        """Whether a sample time falls before ``now``."""
-        return self.start + len(self.busy_gpus) * self.step < now
-
-    def fill(self, now: float, busy: int, pending: int, fragmented: int) -> None:
-        """Record the state held until ``now`` at every sample time before it.
-
-        At :data:`MAX_SAMPLES` every other sample is dropped and the step doubles: the
-        series is then what sampling at the coarser step from the start would give.
-        """
-        while True:
-            count = len(self.busy_gpus)
-            missing = math.ceil((now - self.start) / self.step) - count
-            if missing <= 0:
-                return
-            if count >= MAX_SAMPLES:
-                self.busy_gpus = self.busy_gpus[::2]
-                self.pending_jobs = self.pending_jobs[::2]
-                self.fragmented_gpus = self.fragmented_gpus[::2]
-                self.step *= 2
-                continue
-            n = min(missing, MAX_SAMPLES - count)
-            self.busy_gpus.extend(array("i", [busy]) * n)
-            self.pending_jobs.extend(array("i", [pending]) * n)
-            self.fragmented_gpus.extend(array("i", [fragmented]) * n)
-
-
-@dataclass(slots=True)
-class SimResult:
-    policy: str
-    cluster_gpus: int
-    cluster_nodes: int
-    records: list[JobRecord]
-    series: ClusterSeries
-    events: int
-    wall_s: float
-    busy_gpu_seconds: float = 0.0  # physical: GPUs held by at least one job, over time
-    tuner_log: list[Any] = field(default_factory=list)  # tuner actions, when the policy has one
-    story: list[tuple[float, str]] = field(default_factory=list)  # decisions on the explained job
-    waits: dict[str, float] = field(default_factory=dict)  # its reasons for waiting -> seconds
-    pool_gpu_seconds: dict[str, float] = field(default_factory=dict)  # GPUs held x time, by pool
+#: Kinds of planned events on the heap: a job's work runs out, or its bounded
+#: (profiling) run reaches its limit first.
+_END, _CUT = 0, 1
 
 
 def simulate(
@@ -189,144 +79,221 @@ def simulate(
     ``predict_every = n``, every n-th arrival that has to wait records the
     start time the core expected for it (to measure that forecast's accuracy).
     """
-    wall_start = time.perf_counter()
-    config = config or SchedulerConfig()
-    world = world or World()
-    scheduler = Scheduler(cluster, policy, config=config)
-    free = scheduler.free
-    total_gpus = cluster.total_gpus
-    nodes = cluster.nodes
-    partners = scheduler.partners
+    return Replay(
+        jobs,
+        cluster,
+        policy,
+        config=config,
+        progress=progress,
+        sample_every=sample_every,
+        observer=observer,
+        annotator=annotator,
+        world=world,
+        forecasts=forecasts,
+        explain=explain,
+        predict_every=predict_every,
+    ).run()
 
-    records: dict[str, JobRecord] = {}
-    specs: dict[str, JobSpec] = {}
-    work: dict[str, float] = {}  # solo-seconds of work left as of since[job] (the truth)
-    since: dict[str, float] = {}
-    rate: dict[str, float] = {}  # progress per second: 1 alone, less when packed
-    base_rate: dict[str, float] = {}  # progress per second alone on its GPU type
-    cut_at: dict[str, float] = {}  # end of a bounded (profiling) run
-    version: dict[str, int] = {}
-    events_heap: list[tuple[float, int, str, int, int]] = []  # time, tiebreak, id, version, kind
-    tiebreak = 0
-    busy_total = 0.0
 
-    pool_of_node = [n.labels.get("pool", "main") for n in nodes]
-    pool_gpu_s: dict[str, float] = {}
-    pool_of_job: dict[str, str] = {}
+class Replay:
+    """One replay: the core's scheduler, the truth about each job, and the clock.
 
-    def settle(job_id: str, now: float) -> None:
-        ran = now - since[job_id]
-        if ran > 0:
-            rec = records[job_id]
-            rec.busy_gpu_seconds += ran * rec.num_gpus
-            pool = pool_of_job.get(job_id, "main")
-            pool_gpu_s[pool] = pool_gpu_s.get(pool, 0.0) + ran * rec.num_gpus
-            done_work = ran * rate[job_id]
-            rec.work_done += done_work
-            work[job_id] = max(0.0, work[job_id] - done_work)
-        since[job_id] = now
+    The core only sees arrivals, completions and profiling reports; the truth it
+    must not see (work left, the speed a job really runs at) is kept here, per
+    job, in dicts keyed by job id. A job's progress is settled lazily: ``work``
+    is what was left at ``since``, and ``rate`` says how fast it shrinks since.
+    """
 
-    def plan(job_id: str, now: float) -> None:
-        nonlocal tiebreak
-        ver = version.get(job_id, 0) + 1
-        version[job_id] = ver
-        end = now + work[job_id] / rate[job_id]
-        kind = 0
-        cut = cut_at.get(job_id)
-        if cut is not None and cut < end:
-            end, kind = cut, 1
-        tiebreak += 1
-        heapq.heappush(events_heap, (end, tiebreak, job_id, ver, kind))
+    def __init__(
+        self,
+        jobs: Sequence[JobSpec],
+        cluster: Cluster,
+        policy: Policy,
+        config: SchedulerConfig | None = None,
+        progress: ProgressFn | None = None,
+        sample_every: float = 60.0,
+        observer: Observer | None = None,
+        annotator: Annotator | None = None,
+        world: World | None = None,
+        forecasts: Sequence[tuple[float, Forecast]] = (),
+        explain: str | None = None,
+        predict_every: int = 0,
+    ) -> None:
+        self.wall_start = time.perf_counter()
+        self.jobs, self.policy, self.forecasts = jobs, policy, forecasts
+        self.config = config or SchedulerConfig()
+        self.world = world or World()
+        self.progress, self.observer, self.annotator = progress, observer, annotator
+        self.explain, self.predict_every = explain, predict_every
+        self.scheduler = Scheduler(cluster, policy, config=self.config)
+        self.total_gpus = cluster.total_gpus
+        self.nodes = cluster.nodes
+        self.pool_of_node = [n.labels.get("pool", "main") for n in self.nodes]
+        # the truth, per job
+        self.records: dict[str, JobRecord] = {}
+        self.specs: dict[str, JobSpec] = {}  # as annotated at submission
+        self.work: dict[str, float] = {}  # solo-seconds of work left as of since[job]
+        self.since: dict[str, float] = {}
+        self.rate: dict[str, float] = {}  # progress per second: 1 alone, less when packed
+        self.base_rate: dict[str, float] = {}  # progress per second alone on its GPU type
+        self.cut_at: dict[str, float] = {}  # end of a bounded (profiling) run
+        self.version: dict[str, int] = {}  # bumped to make planned events stale
+        self.pool_of_job: dict[str, str] = {}
+        # the clock and what is planned
+        self.heap: list[tuple[float, int, str, int, int]] = []  # time, tiebreak, id, ver, kind
+        self.tiebreak = 0
+        self.next_job = 0
+        self.next_forecast = 0
+        self.wake: float | None = None
+        self.arrived: list[str] = []  # arrivals since the last pass
+        # what is measured
+        start_time = jobs[0].submit_time if jobs else 0.0
+        self.series = ClusterSeries(start=start_time, step=sample_every)
+        self.last_time = start_time
+        self.busy_total = 0.0  # GPUs held by at least one job, over time
+        self.pool_gpu_s: dict[str, float] = {}
+        self.events = 0
+        self.done = 0
+        self.waited = 0  # arrivals that could not start at once
+        self.report_every = max(1, len(jobs) // 200)
+        # the explained job's story
+        self.story: list[tuple[float, str]] = []
+        self.waits: dict[str, float] = {}  # why it waited -> seconds
+        self.last_reason: tuple[float, str] | None = None
 
-    start_time = jobs[0].submit_time if jobs else 0.0
-    series = ClusterSeries(start=start_time, step=sample_every)
-    last_time = start_time
-    n_jobs = len(jobs)
-    next_job = 0
-    next_forecast = 0
-    wake: float | None = None
-    events = 0
-    done = 0
-    report_every = max(1, n_jobs // 200)
-    arrived: list[str] = []
-    waited = 0  # arrivals that could not start at once
-    story: list[tuple[float, str]] = []  # what happened to the explained job
-    waits: dict[str, float] = {}  # why it waited -> seconds
-    last_reason: tuple[float, str] | None = None
+    def run(self) -> SimResult:
+        """Advance from moment to moment until every job has finished.
 
-    while done < n_jobs:
-        # 1. the next moment anything happens
+        At each moment: account the state held until it, then completions,
+        arrivals and forecasts, then one scheduling pass whose decisions are
+        applied (the order of the Lucid artifact).
+        """
+        n_jobs = len(self.jobs)
+        scheduler = self.scheduler
+        # bound once: the loop runs once per moment (200,000 times on Philly)
+        next_moment, account, pop_events = self._next_moment, self._account, self._pop_events
+        arrivals, apply = self._arrivals, self._apply
+        while self.done < n_jobs:
+            now = next_moment()
+            account(now)
+            pop_events(now)
+            arrivals(now)
+            if self.forecasts:
+                self._deliver_forecasts(now)
+            decisions = scheduler.schedule(now)
+            if self.arrived:
+                self._note_waiting(now)
+            if self.explain is not None:
+                self._explain_pass(decisions, now)
+            apply(decisions, now)
+            self.wake = wake = scheduler.next_wakeup(now)
+            if wake is not None and wake <= now:
+                raise RuntimeError(f"{self.policy.name} asked to wake at {wake} <= now {now}")
+        if self.progress is not None:
+            self.progress(1.0)
+        return self._result()
+
+    def _next_moment(self) -> float:
+        """The next time anything happens: an arrival, a planned event, a wake-up the
+        policy asked for, or a forecast (delivered no earlier than the last moment)."""
         now = float("inf")
-        if next_job < n_jobs:
-            now = jobs[next_job].submit_time
-        if events_heap and events_heap[0][0] < now:
-            now = events_heap[0][0]
-        if wake is not None and wake < now:
-            now = wake
+        if self.next_job < len(self.jobs):
+            now = self.jobs[self.next_job].submit_time
+        heap = self.heap
+        if heap and heap[0][0] < now:
+            now = heap[0][0]
+        if self.wake is not None and self.wake < now:
+            now = self.wake
         if now == float("inf"):
-            stuck = n_jobs - done
+            stuck = len(self.jobs) - self.done
             raise RuntimeError(
-                f"{policy.name}: {stuck} job(s) can never start on this cluster"
-                f" ({total_gpus} GPUs); the first pending is {_first_pending(scheduler)}"
+                f"{self.policy.name}: {stuck} job(s) can never start on this cluster"
+                f" ({self.total_gpus} GPUs); the first pending is {_first_pending(self.scheduler)}"
             )
-        if next_forecast < len(forecasts) and forecasts[next_forecast][0] < now:
-            now = max(forecasts[next_forecast][0], last_time)
+        forecasts = self.forecasts
+        if self.next_forecast < len(forecasts) and forecasts[self.next_forecast][0] < now:
+            now = max(forecasts[self.next_forecast][0], self.last_time)
+        return now
 
-        # 2. account the cluster state up to (not including) this moment
-        busy = total_gpus - free.free_total
-        busy_total += busy * (now - last_time)
-        last_time = now
+    def _account(self, now: float) -> None:
+        """Count the cluster state held since the last moment (up to, not including,
+        ``now``) into GPU-busy time and the sampled series."""
+        free = self.scheduler.free
+        busy = self.total_gpus - free.free_total
+        self.busy_total += busy * (now - self.last_time)
+        self.last_time = now
+        series = self.series
         if series.due(now):
-            series.fill(now, busy, scheduler.pending_count, free.fragmented_free())
+            series.fill(now, busy, self.scheduler.pending_count, free.fragmented_free())
 
-        # 3. completions, then arrivals, then one scheduling pass (the artifact's order)
-        while events_heap and events_heap[0][0] <= now:
-            _, _, job_id, ver, kind = heapq.heappop(events_heap)
+    def _pop_events(self, now: float) -> None:
+        """Handle every planned event due by ``now``, skipping stale ones (the job was
+        preempted or re-planned after the event was planned)."""
+        heap, version = self.heap, self.version
+        while heap and heap[0][0] <= now:
+            _, _, job_id, ver, kind = heapq.heappop(heap)
             if version.get(job_id) != ver:
-                continue  # stale: preempted or re-planned after this event was planned
-            settle(job_id, now)
-            rec = records[job_id]
-            if kind == 1:  # a profiling run reached its limit
-                del cut_at[job_id]
-                report = world.measure(specs[job_id], now - rec.first_start, now)
-                rec.profiled_s += now - rec.first_start
-                rec.restores += 1
-                if observer is not None:
-                    observer(now, "profiled", job_id, scheduler.jobs[job_id].placement)
-                work[job_id] += config.overhead.for_job(specs[job_id])
-                version[job_id] += 1
-                scheduler.profiled(job_id, now, report)
-                if job_id == explain:
-                    story.append(
-                        (
-                            now,
-                            f"left the profiler: sharing score {report.sharing_score},"
-                            f" {report.gpu_memory_gb or 0:.1f} GB; {report.note}",
-                        )
-                    )
-                events += 1
                 continue
-            rec.end = now
-            if observer is not None:
-                observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
-            partner = partners.get(job_id)
-            finished = scheduler.finish(job_id, now)
-            if partner is not None:  # the partner runs alone again, at full speed
-                settle(partner, now)
-                rate[partner] = base_rate[partner]
-                plan(partner, now)
-            if annotator is not None:
-                annotator.on_finish(finished.spec, now)
-            cut_at.pop(job_id, None)
-            del work[job_id], since[job_id], version[job_id], rate[job_id], specs[job_id]
-            pool_of_job.pop(job_id, None)
-            base_rate.pop(job_id, None)
-            done += 1
-            events += 1
+            self._settle(job_id, now)
+            if kind == _CUT:
+                self._profiling_cut(job_id, now)
+            else:
+                self._end(job_id, now)
+            self.events += 1
+
+    def _profiling_cut(self, job_id: str, now: float) -> None:
+        """A profiling run reached its limit: ask the world what it measured and hand
+        the report to the core, which decides where the job runs next. The job pays a
+        restore overhead to leave the profiler."""
+        rec = self.records[job_id]
+        spec = self.specs[job_id]
+        del self.cut_at[job_id]
+        report = self.world.measure(spec, now - rec.first_start, now)
+        rec.profiled_s += now - rec.first_start
+        rec.restores += 1
+        if self.observer is not None:
+            self.observer(now, "profiled", job_id, self.scheduler.jobs[job_id].placement)
+        self.work[job_id] += self.config.overhead.for_job(spec)
+        self.version[job_id] += 1
+        self.scheduler.profiled(job_id, now, report)
+        if job_id == self.explain:
+            self.story.append(
+                (
+                    now,
+                    f"left the profiler: sharing score {report.sharing_score},"
+                    f" {report.gpu_memory_gb or 0:.1f} GB; {report.note}",
+                )
+            )
+
+    def _end(self, job_id: str, now: float) -> None:
+        """A job's work ran out: it finishes, its packing partner (if any) runs alone
+        again at full speed, and its per-job truth is forgotten."""
+        self.records[job_id].end = now
+        scheduler = self.scheduler
+        if self.observer is not None:
+            self.observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
+        partner = scheduler.partners.get(job_id)
+        finished = scheduler.finish(job_id, now)
+        if partner is not None:
+            self._run_alone(partner, now)
+        if self.annotator is not None:
+            self.annotator.on_finish(finished.spec, now)
+        self.cut_at.pop(job_id, None)
+        del self.work[job_id], self.since[job_id], self.version[job_id]
+        del self.rate[job_id], self.specs[job_id]
+        self.pool_of_job.pop(job_id, None)
+        self.base_rate.pop(job_id, None)
+        self.done += 1
+
+    def _arrivals(self, now: float) -> None:
+        """Submit every job whose submit time is due: its record and true work are
+        taken from the trace before an annotator adds what a driver would know."""
+        jobs, n_jobs, next_job = self.jobs, len(self.jobs), self.next_job
+        annotator, progress = self.annotator, self.progress
         while next_job < n_jobs and jobs[next_job].submit_time <= now:
             spec = jobs[next_job]
             next_job += 1
-            records[spec.id] = JobRecord(
+            self.records[spec.id] = JobRecord(
                 spec.id,
                 spec.submit_time,
                 spec.num_gpus,
@@ -334,140 +301,196 @@ def simulate(
                 spec.job_class.value,
                 spec.tenant,
             )
-            work[spec.id] = spec.duration
+            self.work[spec.id] = spec.duration
             if annotator is not None:
                 spec = annotator.on_submit(spec, now)
-            specs[spec.id] = spec
-            scheduler.submit(spec, now)
-            arrived.append(spec.id)
-            events += 1
-            if progress is not None and next_job % report_every == 0:
+            self.specs[spec.id] = spec
+            self.scheduler.submit(spec, now)
+            self.arrived.append(spec.id)
+            self.events += 1
+            if progress is not None and next_job % self.report_every == 0:
                 progress(next_job / n_jobs)
-        while next_forecast < len(forecasts) and forecasts[next_forecast][0] <= now:
-            scheduler.forecast(forecasts[next_forecast][1], now)
-            next_forecast += 1
+        self.next_job = next_job
 
-        decisions = scheduler.schedule(now)
-        for job_id in arrived:
+    def _deliver_forecasts(self, now: float) -> None:
+        """Hand the policy's tuner every forecast the clock has passed."""
+        forecasts = self.forecasts
+        while self.next_forecast < len(forecasts) and forecasts[self.next_forecast][0] <= now:
+            self.scheduler.forecast(forecasts[self.next_forecast][1], now)
+            self.next_forecast += 1
+
+    def _note_waiting(self, now: float) -> None:
+        """For each arrival the pass left pending, record why (a countable code) and,
+        for every ``predict_every``-th one and the explained job, when the core
+        expects it to start (to measure that forecast's accuracy later)."""
+        scheduler = self.scheduler
+        for job_id in self.arrived:
             job_state = scheduler.jobs.get(job_id)
-            if job_state is not None and job_state.status.value == "pending":
-                records[job_id].wait_reason = scheduler.wait_code(job_id)
-                waited += 1
-                if job_id == explain or (predict_every and waited % predict_every == 0):
-                    expected = scheduler.expected_starts(now, until=job_id).get(job_id)
-                    if expected is not None:
-                        records[job_id].predicted_start = expected
-                        if job_id == explain:
-                            position = scheduler.policy.queue_position(job_state, now)
-                            story.append(
-                                (
-                                    now,
-                                    f"queued at position {position}; expected to start at"
-                                    f" t={expected:,.0f} (in {expected - now:,.0f} s)",
-                                )
-                            )
-        arrived.clear()
-        if explain is not None:
-            if last_reason is not None:
-                waits[last_reason[1]] = waits.get(last_reason[1], 0.0) + now - last_reason[0]
-                last_reason = None
-            for decision in decisions:
-                if decision.job_id == explain:
-                    story.append((now, decision.explain()))
-                    if decision.action is Action.START and decision.placement is not None:
-                        parts = scheduler.placer.explain(
-                            specs[explain], decision.placement, scheduler.free
-                        )
-                        story.append(
-                            (
-                                now,
-                                "why these nodes: "
-                                + "; ".join(f"{p.plugin} {p.value:+g} ({p.detail})" for p in parts),
-                            )
-                        )
-            state = scheduler.jobs.get(explain)
-            if state is not None and state.status.value == "pending":
-                # aggregate over time without the queue position, which changes every pass
-                sentence = scheduler.why_pending(explain, now)
-                last_reason = (now, re.sub(r" \(position \d+ in [\w-]+ order\)", "", sentence))
+            if job_state is None or job_state.status.value != "pending":
+                continue
+            self.records[job_id].wait_reason = scheduler.wait_code(job_id)
+            self.waited += 1
+            every = self.predict_every
+            if job_id == self.explain or (every and self.waited % every == 0):
+                self._predict_start(job_id, job_state, now)
+        self.arrived.clear()
+
+    def _predict_start(self, job_id: str, job_state: JobState, now: float) -> None:
+        """Record the start time the core expects for waiting ``job_id``."""
+        scheduler = self.scheduler
+        expected = scheduler.expected_starts(now, until=job_id).get(job_id)
+        if expected is None:
+            return
+        self.records[job_id].predicted_start = expected
+        if job_id == self.explain:
+            position = scheduler.policy.queue_position(job_state, now)
+            self.story.append(
+                (
+                    now,
+                    f"queued at position {position}; expected to start at"
+                    f" t={expected:,.0f} (in {expected - now:,.0f} s)",
+                )
+            )
+
+    def _explain_pass(self, decisions: list[Decision], now: float) -> None:
+        """Tell the explained job's story: the decisions on it, why these nodes, and
+        for how long each reason kept it waiting (summed between passes)."""
+        explain = self.explain
+        assert explain is not None
+        scheduler = self.scheduler
+        if self.last_reason is not None:
+            since, reason = self.last_reason
+            self.waits[reason] = self.waits.get(reason, 0.0) + now - since
+            self.last_reason = None
         for decision in decisions:
-            job_id = decision.job_id
-            rec = records[job_id]
+            if decision.job_id != explain:
+                continue
+            self.story.append((now, decision.explain()))
+            if decision.action is Action.START and decision.placement is not None:
+                parts = scheduler.placer.explain(
+                    self.specs[explain], decision.placement, scheduler.free
+                )
+                terms = "; ".join(f"{p.plugin} {p.value:+g} ({p.detail})" for p in parts)
+                self.story.append((now, "why these nodes: " + terms))
+        state = scheduler.jobs.get(explain)
+        if state is not None and state.status.value == "pending":
+            # aggregate over time without the queue position, which changes every pass
+            sentence = scheduler.why_pending(explain, now)
+            self.last_reason = (now, re.sub(r" \(position \d+ in [\w-]+ order\)", "", sentence))
+
+    def _apply(self, decisions: list[Decision], now: float) -> None:
+        """Carry out the pass's decisions in order (holds change nothing here)."""
+        observer = self.observer
+        for decision in decisions:
             if observer is not None:
                 event = "pack" if decision.shares_with is not None else decision.action.value
-                observer(now, event, job_id, decision.placement)
+                observer(now, event, decision.job_id, decision.placement)
             if decision.action is Action.START:
-                assert decision.placement is not None
-                if rec.first_start < 0:
-                    rec.first_start = now
-                    rec.nodes = "+".join(
-                        f"{nodes[i].name}:{c}" for i, c in decision.placement.parts
-                    )
-                if decision.limit_s is None and rec.main_start < 0 and rec.profiled_s > 0:
-                    rec.main_start = now
-                since[job_id] = now
-                rate[job_id] = 1.0
-                if decision.placement.parts:
-                    first_node = decision.placement.parts[0][0]
-                    pool_of_job[job_id] = pool_of_node[first_node]
-                    # a gang runs at the pace of its slowest GPU type
-                    rate[job_id] = min(
-                        world.speed(specs[job_id], nodes[i].gpu_type)
-                        for i, _ in decision.placement.parts
-                    )
-                base_rate[job_id] = rate[job_id]
-                startup = decision.reasons[0].numbers.get("startup_s", 0.0)
-                if startup:  # a paid pool's provisioning: held, no progress yet
-                    work[job_id] += startup
-                    rec.startup_s += startup
-                if decision.limit_s is not None:
-                    cut_at[job_id] = now + decision.limit_s
-                if decision.shares_with is not None:
-                    other = decision.shares_with
-                    mine, theirs = world.pair_speed(specs[job_id], specs[other])
-                    settle(other, now)
-                    rate[job_id], rate[other] = mine * base_rate[job_id], theirs * base_rate[other]
-                    rec.packed += 1
-                    plan(other, now)
-                plan(job_id, now)
+                self._start(decision, now)
             elif decision.action is Action.PREEMPT:
-                settle(job_id, now)
-                cut_at.pop(job_id, None)
-                rec.preemptions += 1
-                rec.restores += 1
-                numbers = decision.reasons[0].numbers
-                # the core counts lost run time; the work it stands for ran at this rate
-                lost_work = numbers.get("lost_s", 0.0) * rate[job_id]
-                rec.lost_work_s += lost_work
-                work[job_id] += lost_work + numbers.get(
-                    "overhead_s", config.overhead.for_job(specs[job_id])
-                )
-                version[job_id] = version.get(job_id, 0) + 1
-                if decision.shares_with is not None:  # its partner runs alone, at full speed
-                    other = decision.shares_with
-                    settle(other, now)
-                    rate[other] = base_rate[other]
-                    plan(other, now)
-        wake = scheduler.next_wakeup(now)
-        if wake is not None and wake <= now:
-            raise RuntimeError(f"{policy.name} asked to wake at {wake} <= now {now}")
+                self._preempt(decision, now)
 
-    if progress is not None:
-        progress(1.0)
-    return SimResult(
-        policy=policy.name,
-        cluster_gpus=total_gpus,
-        cluster_nodes=len(nodes),
-        records=list(records.values()),
-        series=series,
-        events=events,
-        wall_s=time.perf_counter() - wall_start,
-        busy_gpu_seconds=busy_total,
-        tuner_log=list(policy.tuner_log),
-        story=story,
-        waits=waits,
-        pool_gpu_seconds=pool_gpu_s,
-    )
+    def _start(self, decision: Decision, now: float) -> None:
+        """Start a job: it progresses at the pace of its slowest GPU type, after any
+        paid-pool start-up, until its work runs out or its profiling limit; a packed
+        start slows it and its partner by the world's pair speed."""
+        job_id, placement = decision.job_id, decision.placement
+        assert placement is not None
+        rec = self.records[job_id]
+        if rec.first_start < 0:
+            rec.first_start = now
+            rec.nodes = "+".join(f"{self.nodes[i].name}:{c}" for i, c in placement.parts)
+        if decision.limit_s is None and rec.main_start < 0 and rec.profiled_s > 0:
+            rec.main_start = now
+        self.since[job_id] = now
+        rate = 1.0
+        if placement.parts:
+            self.pool_of_job[job_id] = self.pool_of_node[placement.parts[0][0]]
+            spec, speed, nodes = self.specs[job_id], self.world.speed, self.nodes
+            rate = min(speed(spec, nodes[i].gpu_type) for i, _ in placement.parts)
+        self.rate[job_id] = self.base_rate[job_id] = rate
+        if decision.startup_s:  # a paid pool's provisioning: held, no progress yet
+            self.work[job_id] += decision.startup_s
+            rec.startup_s += decision.startup_s
+        if decision.limit_s is not None:
+            self.cut_at[job_id] = now + decision.limit_s
+        other = decision.shares_with
+        if other is not None:
+            mine, theirs = self.world.pair_speed(self.specs[job_id], self.specs[other])
+            self._settle(other, now)
+            self.rate[job_id] = mine * self.base_rate[job_id]
+            self.rate[other] = theirs * self.base_rate[other]
+            rec.packed += 1
+            self._plan(other, now)
+        self._plan(job_id, now)
+
+    def _preempt(self, decision: Decision, now: float) -> None:
+        """Stop a job: it will redo the work since its last checkpoint (the core counts
+        run time; the work it stands for ran at the job's rate) and pay a restore
+        overhead; a packing partner runs alone again at full speed."""
+        job_id = decision.job_id
+        rec = self.records[job_id]
+        self._settle(job_id, now)
+        self.cut_at.pop(job_id, None)
+        rec.preemptions += 1
+        rec.restores += 1
+        lost_work = decision.lost_s * self.rate[job_id]
+        rec.lost_work_s += lost_work
+        self.work[job_id] += lost_work + decision.overhead_s
+        self.version[job_id] = self.version.get(job_id, 0) + 1
+        if decision.shares_with is not None:
+            self._run_alone(decision.shares_with, now)
+
+    def _run_alone(self, job_id: str, now: float) -> None:
+        """A running job lost its packing partner: from ``now`` it runs at its solo pace."""
+        self._settle(job_id, now)
+        self.rate[job_id] = self.base_rate[job_id]
+        self._plan(job_id, now)
+
+    def _settle(self, job_id: str, now: float) -> None:
+        """Bring a job's truth up to ``now``: the GPU time it held and the work it did
+        since it was last settled (at its current rate)."""
+        ran = now - self.since[job_id]
+        if ran > 0:
+            rec = self.records[job_id]
+            held = ran * rec.num_gpus
+            rec.busy_gpu_seconds += held
+            pool = self.pool_of_job.get(job_id, "main")
+            self.pool_gpu_s[pool] = self.pool_gpu_s.get(pool, 0.0) + held
+            done_work = ran * self.rate[job_id]
+            rec.work_done += done_work
+            self.work[job_id] = max(0.0, self.work[job_id] - done_work)
+        self.since[job_id] = now
+
+    def _plan(self, job_id: str, now: float) -> None:
+        """Plan a settled job's next event at its current rate (its end, or its
+        profiling cut if sooner); earlier plans for it become stale."""
+        ver = self.version.get(job_id, 0) + 1
+        self.version[job_id] = ver
+        end = now + self.work[job_id] / self.rate[job_id]
+        kind = _END
+        cut = self.cut_at.get(job_id)
+        if cut is not None and cut < end:
+            end, kind = cut, _CUT
+        self.tiebreak += 1
+        heapq.heappush(self.heap, (end, self.tiebreak, job_id, ver, kind))
+
+    def _result(self) -> SimResult:
+        """What the replay measured, in the order jobs arrived."""
+        return SimResult(
+            policy=self.policy.name,
+            cluster_gpus=self.total_gpus,
+            cluster_nodes=len(self.nodes),
+            records=list(self.records.values()),
+            series=self.series,
+            events=self.events,
+            wall_s=time.perf_counter() - self.wall_start,
+            busy_gpu_seconds=self.busy_total,
+            tuner_log=list(self.policy.tuner_log),
+            story=self.story,
+            waits=self.waits,
+            pool_gpu_seconds=self.pool_gpu_s,
+        )
 
 
 def _first_pending(scheduler: Scheduler) -> str:

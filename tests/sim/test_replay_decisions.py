@@ -1,0 +1,70 @@
+"""The replay acts on decisions' typed fields, never on the numbers in their reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from ilucid.core import (
+    Cluster,
+    JobSpec,
+    Node,
+    PoolSpec,
+    Reason,
+    Scheduler,
+    SchedulerConfig,
+    make_policy,
+)
+from ilucid.sim import simulate
+from ilucid.sim.engine import Replay
+
+
+@pytest.fixture
+def reasons_without_numbers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Strip every decision's reasons of their numbers before the replay sees them."""
+    schedule = Scheduler.schedule
+
+    def stripped(self: Scheduler, now: float) -> list:  # type: ignore[type-arg]
+        return [
+            dataclasses.replace(d, reasons=tuple(Reason(r.code, r.message) for r in d.reasons))
+            for d in schedule(self, now)
+        ]
+
+    monkeypatch.setattr(Scheduler, "schedule", stripped)
+    yield
+
+
+def _preempting_run() -> dict[str, tuple[float, float, float]]:
+    jobs = [JobSpec("long", 0.0, 4, 1000.0), JobSpec("short", 250.0, 4, 10.0)]
+    config = SchedulerConfig(checkpoint_s=100.0)
+    result = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("srtf"), config)
+    return {r.id: (r.end, r.lost_work_s, r.preemptions) for r in result.records}
+
+
+def test_preemption_costs_come_from_the_fields(reasons_without_numbers: None) -> None:
+    # long: 250 s run, 50 s lost since its checkpoint, 40 s restore; restarts at 260
+    # with 1000 - 250 + 50 + 40 = 840 s of work left -> ends at 1100
+    assert _preempting_run() == {"long": (1100.0, 50.0, 1), "short": (260.0, 0.0, 0)}
+
+
+def test_startup_comes_from_the_field(reasons_without_numbers: None) -> None:
+    # b bursts to the cloud at 0 and holds its GPUs through the 300 s start-up
+    config = SchedulerConfig(pools={"cloud": PoolSpec("cloud", 2.5, 300.0)}, value_of_wait=10.0)
+    cluster = Cluster((Node("onprem", 4), Node("cloud0", 4, labels={"pool": "cloud"})))
+    jobs = [JobSpec("a", 0, 4, 1000, estimate=1000), JobSpec("b", 0, 4, 100, estimate=100)]
+    result = simulate(jobs, cluster, make_policy("fifo"), config)
+    b = next(r for r in result.records if r.id == "b")
+    assert (b.first_start, b.end, b.startup_s) == (0.0, 400.0, 300.0)
+
+
+def test_simulate_is_a_replay() -> None:
+    jobs = [JobSpec("long", 0.0, 4, 1000.0), JobSpec("short", 250.0, 4, 10.0)]
+    config = SchedulerConfig(checkpoint_s=100.0)
+    replay = Replay(jobs, Cluster.homogeneous(1, 4), make_policy("srtf"), config)
+    result = replay.run()
+    assert {r.id: (r.end, r.lost_work_s, r.preemptions) for r in result.records} == (
+        _preempting_run()
+    )
+    assert replay.done == 2 and not replay.work  # every job's truth is forgotten at its end
