@@ -186,8 +186,9 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
             self._packable_add(job)
 
     def on_preempted(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:
-            raise AssertionError("inference services are never preempted")
+        if job.spec.job_class is JobClass.INFERENCE:  # never by decision: it vanished
+            self.inference.requeued(job)
+            return
         super().on_preempted(job, now)
         del self._training_running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)

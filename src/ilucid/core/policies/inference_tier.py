@@ -67,6 +67,11 @@ class InferenceTier:
         self.used -= job.spec.num_gpus
         self._count(job, -1)
 
+    def requeued(self, job: JobState) -> None:
+        """A service whose process vanished (the live path) waits first in line again."""
+        self.finished(job)
+        self.pending.insert(0, job)
+
     def _count(self, job: JobState, sign: int) -> None:
         if sign > 0:
             assert job.placement is not None

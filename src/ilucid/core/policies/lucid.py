@@ -146,8 +146,11 @@ class LucidPolicy(PolicyBase):
     def on_started(self, job: JobState, now: float) -> None:
         pass
 
-    def on_preempted(self, job: JobState, now: float) -> None:  # pragma: no cover
-        raise AssertionError(f"{self.name} never preempts")
+    def on_preempted(self, job: JobState, now: float) -> None:
+        """Never by its own decision; a live job whose process vanished is requeued here
+        (a packed job is never requeued alone: the core refuses that)."""
+        self._packable_remove(job)
+        self._enqueue_main(job)
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
         if job.seq in self._main_key:

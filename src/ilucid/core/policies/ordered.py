@@ -70,8 +70,10 @@ class OrderedPolicy(PolicyBase):
             self._end_of[job.seq] = end
             bisect.insort(self._ends, (end, job.seq, job), key=_end_key)
 
-    def on_preempted(self, job: JobState, now: float) -> None:  # pragma: no cover - never preempts
-        raise AssertionError(f"{self.name} never preempts")
+    def on_preempted(self, job: JobState, now: float) -> None:
+        """Never by its own decision; a live job whose process vanished is requeued here."""
+        self.on_finished(job, now)  # out of the backfill's expected ends
+        self.on_submitted(job, now)
 
     def _dequeue(self, job: JobState) -> None:
         key = self._key(job)

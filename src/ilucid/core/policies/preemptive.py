@@ -231,6 +231,7 @@ class ReplanningPolicy(PolicyBase):
         self._pending_count = 0
         self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
         self._dirty = False
+        self._in_pass = False  # inside schedule(): its own preemptions need no re-plan
         self.replans = 0  # passes that re-planned (a subclass acts after them)
 
     # -- bookkeeping -------------------------------------------------------------
@@ -302,6 +303,8 @@ class ReplanningPolicy(PolicyBase):
     def on_preempted(self, job: JobState, now: float) -> None:
         self._running.remove(self._entry.pop(job.seq))
         self._add_pending(job)
+        if not self._in_pass:  # requeued from outside (a live process vanished): re-plan
+            self._dirty = True
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
         self._remove_pending(job)
@@ -418,8 +421,12 @@ class ReplanningPolicy(PolicyBase):
                 break
             candidate = self._next_candidate(candidate, quota)
         jobs = self._jobs
-        for entry in victims:
-            self._preempt(step, jobs[int(entry[-2])])
+        self._in_pass = True
+        try:
+            for entry in victims:
+                self._preempt(step, jobs[int(entry[-2])])
+        finally:
+            self._in_pass = False
         # free GPUs only shrink while chosen jobs start: a request that found no room
         # finds none later in the pass (fragmentation), so it is not placed again (a
         # cluster that bursts to paid pools decides each job by its own expected wait)

@@ -152,8 +152,9 @@ class TieredPolicy(ReasonedWaits, PolicyBase):
         self.quotas.add(job.spec.tenant, job.spec.num_gpus)
 
     def on_preempted(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:
-            raise AssertionError("inference services are never preempted")
+        if job.spec.job_class is JobClass.INFERENCE:  # never by decision: it vanished
+            self.inference.requeued(job)
+            return
         del self._running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
         self._queue(job)
