@@ -9,9 +9,8 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ilucid.core.decision import Action, Decision, Reason
 from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
@@ -26,6 +25,7 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
+from ilucid.core.policy import Policy, PolicyBase
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 
 __all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
@@ -252,101 +252,6 @@ class SchedulingPass:
                 overhead_s=overhead,
             )
         )
-
-
-class Policy(Protocol):
-    """A scheduling policy: keeps its own ordering structures, decides during passes.
-
-    Every hook the core calls is declared here; :class:`PolicyBase` gives the
-    optional ones their neutral behaviour, so nothing is probed at run time.
-    """
-
-    name: str
-
-    def on_submitted(self, job: JobState, now: float) -> None: ...
-
-    def on_started(self, job: JobState, now: float) -> None: ...
-
-    def on_adopted(self, job: JobState, now: float) -> None:
-        """A pending job found already running (a service restart) left the queue."""
-        ...
-
-    def on_preempted(self, job: JobState, now: float) -> None: ...
-
-    def on_finished(self, job: JobState, now: float) -> None: ...
-
-    def on_withdrawn(self, job: JobState, now: float) -> None:
-        """A pending job left without running (cancelled)."""
-        ...
-
-    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
-        """A profiling run ended with ``report`` (profiling policies only)."""
-        ...
-
-    def on_forecast(self, forecast: Forecast, now: float) -> None:
-        """A new load forecast for the policy's tuner, if it has one."""
-        ...
-
-    def schedule(self, step: SchedulingPass) -> None: ...
-
-    def next_wakeup(self, now: float) -> float | None:
-        """Earliest time the policy wants a pass without any new stimulus, if any."""
-        ...
-
-    def queue_position(self, job: JobState, now: float) -> int | None:
-        """1-based position of a pending job in the policy's order."""
-        ...
-
-    def pending_order(self) -> Iterable[JobState] | None:
-        """Pending jobs in the order the policy serves them; None: oldest first."""
-        ...
-
-    def wait_code(self, job: JobState) -> str | None:
-        """The policy's own countable code for why ``job`` waits; None: the core's."""
-        ...
-
-    def explain_wait(self, job: JobState, now: float) -> str | None:
-        """The policy's own sentence for why ``job`` waits; None: the core's."""
-        ...
-
-    @property
-    def tuner_log(self) -> Sequence[object]:
-        """Actions the policy's tuner took, each with the forecast behind it."""
-        ...
-
-
-class PolicyBase:
-    """Neutral behaviour of the optional hooks of :class:`Policy`."""
-
-    name: str
-
-    def on_started(self, job: JobState, now: float) -> None:
-        raise NotImplementedError
-
-    def on_adopted(self, job: JobState, now: float) -> None:
-        self.on_started(job, now)
-
-    def on_profiled(self, job: JobState, report: ProfileReport, now: float) -> None:
-        raise ValueError(f"policy {self.name} does not profile jobs")
-
-    def on_forecast(self, forecast: Forecast, now: float) -> None:
-        return None
-
-    def next_wakeup(self, now: float) -> float | None:
-        return None
-
-    def pending_order(self) -> Iterable[JobState] | None:
-        return None
-
-    def wait_code(self, job: JobState) -> str | None:
-        return None
-
-    def explain_wait(self, job: JobState, now: float) -> str | None:
-        return None
-
-    @property
-    def tuner_log(self) -> Sequence[object]:
-        return ()
 
 
 class Scheduler:
