@@ -35,9 +35,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ilucid.backends.local import GpuInventory, LocalBackend
-from ilucid.service.api import MAX_BODY_BYTES, build_app
+from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
+from ilucid.service.edge import MAX_BODY_BYTES
 from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.scheduler_service import JobRequest, SchedulerService
 

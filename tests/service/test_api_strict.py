@@ -11,9 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ilucid.backends.local import GpuInventory, LocalBackend
-from ilucid.service.api import MAX_BODY_BYTES, build_app
+from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
+from ilucid.service.edge import MAX_BODY_BYTES
 from ilucid.service.scheduler_service import SchedulerService
 
 _folder = Path(tempfile.mkdtemp(prefix="ilucid-strict-"))

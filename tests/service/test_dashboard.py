@@ -29,10 +29,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ilucid.service import api
-from ilucid.service.api import gpu_holders, timeline
+from ilucid.service import history
 from ilucid.service.auth import create_token
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow, make_engine, migrate
+from ilucid.service.history import gpu_holders, timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_helpers import free_port, serve_command
@@ -270,7 +270,7 @@ def test_timeline_replays_transitions(tmp_path: Path, monkeypatch: pytest.Monkey
     # a window that ends earlier sees only what happened until then
     assert timeline(engine, 9.0, 25.0)["busy_gpus"] == [1, 1, 1, 1, 3, 3]
     # too many changes for the point budget: each slice keeps its last value
-    monkeypatch.setattr(api, "TIMELINE_POINTS", 2)  # slices [9, 54.5) and [54.5, 100]
+    monkeypatch.setattr(history, "TIMELINE_POINTS", 2)  # slices [9, 54.5) and [54.5, 100]
     merged = timeline(engine, 9.0, 100.0)
     assert merged["times"] == [9.0, 10.0, 100.0]
     assert merged["busy_gpus"] == [1, 2, 2] and merged["pending"] == [0, 1, 1]

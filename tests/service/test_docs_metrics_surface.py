@@ -19,10 +19,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ilucid.backends.local import GpuInventory, LocalBackend
-from ilucid.service.api import STRICT_CSP, build_app
+from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY
 from ilucid.service.db import make_engine, migrate
+from ilucid.service.edge import STRICT_CSP
 from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

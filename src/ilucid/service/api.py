@@ -17,27 +17,29 @@ token. Any OpenAPI viewer can read /openapi.json instead. Every response carries
 dashboard's own, else one that allows nothing and no framing).
 """
 
-import csv
-import io
 import json
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
-from pydantic import BaseModel, Field, field_validator
-from sqlalchemy import Engine, or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ilucid.core import JobClass
 from ilucid.service.auth import Identity, authenticate
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.duration_keeper import RefitRefused
+from ilucid.service.edge import (
+    MAX_BODY_BYTES,
+    BodyLimit,
+    PolicyBody,
+    SecurityHeaders,
+    SubmitBody,
+    json_safe,
+)
+from ilucid.service.history import export_history, gpu_holders, timeline
 from ilucid.service.latency import BUCKETS as PASS_BUCKETS
 from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.scheduler_service import JobRequest, SchedulerService, ServiceError
@@ -46,73 +48,10 @@ __all__ = ["build_app", "gpu_holders", "timeline"]
 
 #: /queue explains only this many jobs from its head: each explanation asks the placer
 QUEUE_REASONS = 200
-#: Most points one /timeline series holds; denser changes are merged (see :func:`timeline`)
-TIMELINE_POINTS = 2000
 #: Longest window /timeline serves, minutes (a week)
 TIMELINE_MAX_MINUTES = 7 * 24 * 60
 #: Longest a ``POST /model/refit?wait=`` holds its answer, seconds
 REFIT_MAX_WAIT_S = 600.0
-
-
-#: Largest request body accepted, bytes; larger ones get 413 (see :class:`BodyLimit`)
-MAX_BODY_BYTES = 1 << 20
-#: Most arguments, and bytes of all arguments, one command may hold (Linux's own
-#: limit on a process's arguments is 128 KiB a string, about 2 MiB in all)
-MAX_ARGS = 4096
-MAX_COMMAND_BYTES = 128 * 1024
-#: Longest estimate or checkpoint interval accepted: ten years
-MAX_SECONDS = 10 * 365 * 86400.0
-
-
-def _valid_text(value: str, field: str) -> str:
-    """Valid UTF-8 text: a stored row that cannot be encoded is never accepted (NUL is
-    refused by the service itself, for every face)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{field} must be valid UTF-8 text (no lone surrogates)") from None
-    return value
-
-
-class SubmitBody(BaseModel):
-    """A submission, validated once, strictly: whole numbers are whole numbers, numbers
-    are finite and in range, text is valid UTF-8, and sizes are bounded."""
-
-    command: list[str] = Field(
-        min_length=1, max_length=MAX_ARGS, description="program and arguments (no shell)"
-    )
-    gpus: int = Field(1, ge=0, le=4096)
-    job_class: str = Field("training", alias="class", max_length=32)
-    estimate_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    cwd: str | None = Field(None, max_length=4096)
-
-    model_config = {"populate_by_name": True, "strict": True}
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: list[str]) -> list[str]:
-        for argument in value:
-            _valid_text(argument, "command")
-        size = sum(len(a.encode("utf-8")) + 1 for a in value)
-        if size > MAX_COMMAND_BYTES:
-            raise ValueError(f"command holds {size:,} bytes; at most {MAX_COMMAND_BYTES:,}")
-        return value
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        _valid_text(value, "cwd")
-        if not value.startswith("/"):
-            raise ValueError(f"cwd must be an absolute path, got {value!r}")
-        return value
-
-    @field_validator("job_class")
-    @classmethod
-    def _job_class(cls, value: str) -> str:
-        return _valid_text(value, "class")
 
 
 def _histogram(name: str, counts: Sequence[int], total: float, count: int) -> list[str]:
@@ -131,112 +70,6 @@ def _label(value: object) -> str:
     double quote, newline): a tenant name cannot end its label and add a line."""
     text = str(value)
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _json_safe(value: Any) -> Any:
-    """A validation error's details with every value JSON can carry (NaN, inf and
-    surrogates are shown as text), so refusing bad input never fails itself."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return repr(value)[:200]
-
-
-class PolicyBody(BaseModel):
-    policy: str
-
-
-#: The policy of every response that sets none of its own (all but the dashboard):
-#: nothing may load, run or frame it
-STRICT_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-
-#: A refused body's connection is closed, so the server never reads (drains) the rest
-_CLOSE = {"Connection": "close"}
-
-
-class _BodyTooLarge(HTTPException):
-    def __init__(self) -> None:
-        super().__init__(413, f"request body over {MAX_BODY_BYTES:,} bytes", headers=_CLOSE)
-
-
-class BodyLimit:
-    """Refuses a request body over ``limit`` bytes with 413, whether it says its size
-    or not: a Content-Length over the limit is refused before any byte is read, and a
-    chunked body (no Content-Length) as soon as the bytes read pass the limit, so at
-    most the limit and one more chunk are ever read; the answer closes the connection
-    (the server would otherwise read the rest to reuse it). Pure ASGI: it watches the
-    body as the route reads it, never buffering it itself."""
-
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        lengths = [v for k, v in scope["headers"] if k == b"content-length"]
-        if any(not v.isdigit() or int(v) > self.limit for v in lengths):
-            await self._refuse(scope, receive, send)
-            return
-        read = 0
-        started = False
-
-        async def bounded() -> Message:
-            nonlocal read
-            message = await receive()
-            if message["type"] == "http.request":
-                read += len(message.get("body", b""))
-                if read > self.limit:
-                    raise _BodyTooLarge()  # the route answers 413 (an HTTPException)
-            return message
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, bounded, watched)
-        except _BodyTooLarge:  # raised outside a route's handling: answer here
-            if started:
-                raise
-            await self._refuse(scope, receive, send)
-
-    @staticmethod
-    async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
-        detail = {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}
-        await JSONResponse(detail, status_code=413, headers=_CLOSE)(scope, receive, send)
-
-
-class SecurityHeaders:
-    """``X-Content-Type-Options: nosniff`` on every response, and :data:`STRICT_CSP`
-    on every one without a Content-Security-Policy of its own."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers.setdefault("X-Content-Type-Options", "nosniff")
-                headers.setdefault("Content-Security-Policy", STRICT_CSP)
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 def _job_json(row: JobRow) -> dict[str, Any]:
@@ -299,7 +132,7 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
             kept = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
             if "input" in error and len(repr(error["input"])) <= 200:
                 kept["input"] = error["input"]
-            errors.append(_json_safe(kept))
+            errors.append(json_safe(kept))
         return JSONResponse({"detail": errors}, status_code=422)
 
     # sync, so in a worker thread: every check asks the database (revocation is immediate)
@@ -604,123 +437,3 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
         )
 
     return app
-
-
-def export_history(service: SchedulerService) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["id", "submit_time", "num_gpus", "duration", "job_class", "tenant", "user"])
-    with Session(service.engine) as session:
-        rows = session.scalars(
-            select(JobRow)
-            .where(JobRow.state.in_(["succeeded", "failed"]))
-            .order_by(JobRow.submit_time, JobRow.id)
-        )
-        for row in rows:
-            if row.first_start is None or row.end_time is None:
-                continue
-            duration = max(0.0, row.end_time - row.first_start)
-            job_class = (
-                row.job_class if row.job_class in {c.value for c in JobClass} else "training"
-            )
-            writer.writerow(
-                [
-                    row.id,
-                    f"{row.submit_time:.3f}",
-                    row.gpus,
-                    f"{duration:.3f}",
-                    job_class,
-                    row.tenant,
-                    row.user,
-                ]
-            )
-    return out.getvalue()
-
-
-def gpu_holders(
-    node_sizes: Sequence[int], running: Iterable[tuple[str, str]]
-) -> list[list[str | None]]:
-    """Per node, per GPU: the id of the running job holding it, or None.
-
-    ``running`` holds ``(job id, gpu_indices)`` of running jobs, where
-    ``gpu_indices`` is what the backend launched the job on: comma-separated
-    GPU indices, ``"-"`` for a job without GPUs and ``""`` for one not launched
-    yet. On one node these are the node's own indices. On several nodes they are
-    read as host-wide indices in node order, node 0's GPUs first, then node 1's,
-    and so on (how the local backend numbers the GPUs of the logical nodes it
-    splits a host into). Indices outside the cluster are ignored.
-    """
-    holders: list[list[str | None]] = [[None] * size for size in node_sizes]
-    places: list[tuple[int, int]] = [
-        (node, gpu) for node, size in enumerate(node_sizes) for gpu in range(size)
-    ]
-    for job_id, indices in running:
-        for text in indices.split(","):
-            text = text.strip()
-            if text.isdigit() and int(text) < len(places):
-                node, gpu = places[int(text)]
-                holders[node][gpu] = job_id
-    return holders
-
-
-def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
-    """Busy GPUs, pending and running jobs from ``start`` to ``end`` as step series.
-
-    Replayed from the stored state transitions (the record that outlives
-    restarts): entering or leaving ``pending`` moves the pending count, entering
-    or leaving ``running`` moves the running count and the busy GPUs by the
-    job's size; ``decided -> running`` rows (and older ``running -> running``
-    ones) are launch notes and change nothing.
-    Value ``i`` holds from ``times[i]`` until ``times[i + 1]``; the first point is
-    the state at ``start`` and the last is ``end``. When there are more than
-    :data:`TIMELINE_POINTS` changes, each of as many equal slices of the window
-    keeps only its last value (a short spike inside one slice may not show).
-    """
-    query = (
-        select(TransitionRow.time, TransitionRow.from_state, TransitionRow.to_state, JobRow.gpus)
-        .join(JobRow, JobRow.id == TransitionRow.job_id)
-        .where(TransitionRow.from_state != TransitionRow.to_state, TransitionRow.time <= end)
-        .where(TransitionRow.from_state != "decided")  # a launch: running since its decision
-        # a job that ended before the window contributes nothing to it
-        .where(or_(JobRow.end_time.is_(None), JobRow.end_time >= start))
-        .order_by(TransitionRow.id)  # each job's transitions in the order they happened
-    )
-    slice_s = max(end - start, 1e-9) / TIMELINE_POINTS
-    times, busy_series, pending_series, running_series = [start], [0], [0], [0]
-    busy = pending = running = 0
-    last_time, last_slice = start, -1  # slice of the newest point after ``start``
-    with Session(engine) as session:
-        for when, from_state, to_state, gpus in session.execute(query):
-            if from_state == "pending":
-                pending -= 1
-            elif from_state == "running":
-                running -= 1
-                busy -= gpus
-            if to_state == "pending":
-                pending += 1
-            elif to_state == "running":
-                running += 1
-                busy += gpus
-            last_time = max(last_time, when)  # ordered by id: clocks may step back a little
-            index = math.floor((last_time - start) / slice_s) if last_time > start else -1
-            if index < 0 or index == last_slice:  # the state at ``start``, or a merge
-                busy_series[-1], pending_series[-1], running_series[-1] = busy, pending, running
-                continue
-            last_slice = index
-            times.append(last_time)
-            busy_series.append(busy)
-            pending_series.append(pending)
-            running_series.append(running)
-    if end > times[-1]:
-        times.append(end)
-        busy_series.append(busy)
-        pending_series.append(pending)
-        running_series.append(running)
-    return {
-        "start": start,
-        "now": end,
-        "times": [round(t, 3) for t in times],
-        "busy_gpus": busy_series,
-        "pending": pending_series,
-        "running": running_series,
-    }

@@ -1,0 +1,195 @@
+"""The API's edge: what a request may hold, checked once and strictly, and the
+headers and size limit every response and request go through.
+
+Numbers must be finite and in range, whole numbers are not coerced, text must
+be valid UTF-8 without NUL, commands are bounded, and bodies over
+:data:`MAX_BODY_BYTES` get 413 whether or not they say their length.
+"""
+
+import math
+from typing import Any
+
+from fastapi import HTTPException
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "MAX_ARGS",
+    "MAX_BODY_BYTES",
+    "MAX_COMMAND_BYTES",
+    "MAX_SECONDS",
+    "STRICT_CSP",
+    "BodyLimit",
+    "PolicyBody",
+    "SecurityHeaders",
+    "SubmitBody",
+    "json_safe",
+]
+
+#: Largest request body accepted, bytes; larger ones get 413 (see :class:`BodyLimit`)
+MAX_BODY_BYTES = 1 << 20
+#: Most arguments, and bytes of all arguments, one command may hold (Linux's own
+#: limit on a process's arguments is 128 KiB a string, about 2 MiB in all)
+MAX_ARGS = 4096
+MAX_COMMAND_BYTES = 128 * 1024
+#: Longest estimate or checkpoint interval accepted: ten years
+MAX_SECONDS = 10 * 365 * 86400.0
+
+
+def _valid_text(value: str, field: str) -> str:
+    """Valid UTF-8 text: a stored row that cannot be encoded is never accepted (NUL is
+    refused by the service itself, for every face)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} must be valid UTF-8 text (no lone surrogates)") from None
+    return value
+
+
+class SubmitBody(BaseModel):
+    """A submission, validated once, strictly: whole numbers are whole numbers, numbers
+    are finite and in range, text is valid UTF-8, and sizes are bounded."""
+
+    command: list[str] = Field(
+        min_length=1, max_length=MAX_ARGS, description="program and arguments (no shell)"
+    )
+    gpus: int = Field(1, ge=0, le=4096)
+    job_class: str = Field("training", alias="class", max_length=32)
+    estimate_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    cwd: str | None = Field(None, max_length=4096)
+
+    model_config = {"populate_by_name": True, "strict": True}
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        for argument in value:
+            _valid_text(argument, "command")
+        size = sum(len(a.encode("utf-8")) + 1 for a in value)
+        if size > MAX_COMMAND_BYTES:
+            raise ValueError(f"command holds {size:,} bytes; at most {MAX_COMMAND_BYTES:,}")
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        _valid_text(value, "cwd")
+        if not value.startswith("/"):
+            raise ValueError(f"cwd must be an absolute path, got {value!r}")
+        return value
+
+    @field_validator("job_class")
+    @classmethod
+    def _job_class(cls, value: str) -> str:
+        return _valid_text(value, "class")
+
+
+def json_safe(value: Any) -> Any:
+    """A validation error's details with every value JSON can carry (NaN, inf and
+    surrogates are shown as text), so refusing bad input never fails itself."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return repr(value)[:200]
+
+
+class PolicyBody(BaseModel):
+    policy: str
+
+
+#: The policy of every response that sets none of its own (all but the dashboard):
+#: nothing may load, run or frame it
+STRICT_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
+#: A refused body's connection is closed, so the server never reads (drains) the rest
+_CLOSE = {"Connection": "close"}
+
+
+class _BodyTooLarge(HTTPException):
+    def __init__(self) -> None:
+        super().__init__(413, f"request body over {MAX_BODY_BYTES:,} bytes", headers=_CLOSE)
+
+
+class BodyLimit:
+    """Refuses a request body over ``limit`` bytes with 413, whether it says its size
+    or not: a Content-Length over the limit is refused before any byte is read, and a
+    chunked body (no Content-Length) as soon as the bytes read pass the limit, so at
+    most the limit and one more chunk are ever read; the answer closes the connection
+    (the server would otherwise read the rest to reuse it). Pure ASGI: it watches the
+    body as the route reads it, never buffering it itself."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        lengths = [v for k, v in scope["headers"] if k == b"content-length"]
+        if any(not v.isdigit() or int(v) > self.limit for v in lengths):
+            await self._refuse(scope, receive, send)
+            return
+        read = 0
+        started = False
+
+        async def bounded() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.limit:
+                    raise _BodyTooLarge()  # the route answers 413 (an HTTPException)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, watched)
+        except _BodyTooLarge:  # raised outside a route's handling: answer here
+            if started:
+                raise
+            await self._refuse(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        detail = {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}
+        await JSONResponse(detail, status_code=413, headers=_CLOSE)(scope, receive, send)
+
+
+class SecurityHeaders:
+    """``X-Content-Type-Options: nosniff`` on every response, and :data:`STRICT_CSP`
+    on every one without a Content-Security-Policy of its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.setdefault("X-Content-Type-Options", "nosniff")
+                headers.setdefault("Content-Security-Policy", STRICT_CSP)
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
