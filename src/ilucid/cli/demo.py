@@ -38,6 +38,7 @@ def _demo(args: argparse.Namespace) -> int:
         overhead_small=40.0,
         overhead_large=60.0,
         processes=None,
+        explain=None,
     )
     if philly is not None and philly.exists():
         trace = load_trace("philly").limit(args.limit)

@@ -210,9 +210,9 @@ def _serve(args: argparse.Namespace) -> int:
     if stop_signal is None:
         raise ValueError(f"unknown signal {args.stop_signal!r}")
     url = _db_url(args)
-    _private_data_dir(args.data_dir)
     migrate(url)
-    _private_data_dir(args.data_dir)  # the database file migrate just created
+    # private also with --db (admin.token lives here), and the database file just made
+    _private_data_dir(args.data_dir)
     engine = make_engine(url)
     from sqlalchemy.orm import Session
 

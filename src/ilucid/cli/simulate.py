@@ -248,7 +248,7 @@ def simulate_trace(
         print(note)
     config = SchedulerConfig(RestoreOverhead(args.overhead_small, args.overhead_large))
     options: dict[str, Any] = {}
-    if getattr(args, "explain", None):
+    if args.explain:
         options["explain"] = args.explain
         if all(j.id != args.explain for j in jobs):
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
@@ -281,7 +281,7 @@ def simulate_trace(
             print(f"{result.policy} tuner: {len(result.tuner_log)} actions, e.g.")
             for action in result.tuner_log[:3]:
                 print(f"  t={action.time:,.0f} {action.action}: {action.detail}")
-    if getattr(args, "explain", None):
+    if args.explain:
         for run in runs:
             if run.result is not None:
                 _print_explanation(args.explain, run.name, run.result, run.explanation or [])

@@ -23,7 +23,7 @@ from ilucid.backends.base import (
     QueuesJobs,
 )
 from ilucid.service.db import JobRow, TransitionRow
-from ilucid.service.lifecycle import FOREIGN, is_foreign
+from ilucid.service.lifecycle import FOREIGN, Phase, is_foreign
 
 __all__ = ["BackendQueue"]
 
@@ -57,7 +57,7 @@ class BackendQueue:
         self._claim_foreign(session, total_gpus)
         if not isinstance(self.backend, QueuesJobs):
             return
-        pending = session.scalars(select(JobRow).where(JobRow.state == "pending")).all()
+        pending = session.scalars(select(JobRow).where(JobRow.state == Phase.PENDING.value)).all()
         for row in pending:
             if row.id not in seen.jobs and not is_foreign(row.cwd):
                 self.enqueue(row)
@@ -90,7 +90,7 @@ class BackendQueue:
             command=json.dumps([f"{name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
             estimate_s=foreign.estimate_s,
-            state="pending",
+            state=Phase.PENDING.value,
             submit_time=now,
             gpu_indices="",
             preemptions=0,
@@ -102,7 +102,7 @@ class BackendQueue:
                 job_id=row.id,
                 time=now,
                 from_state="",
-                to_state="pending",
+                to_state=Phase.PENDING.value,
                 reason=f"opted in from {name} job {foreign.key} ({foreign.name})",
             )
         )

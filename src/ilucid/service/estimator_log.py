@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import EstimatorVersion, JobRow
+from ilucid.service.lifecycle import Phase
 from ilucid.service.live_profiler import RULE_THRESHOLDS
 
 __all__ = ["record_estimators"]
@@ -26,7 +27,7 @@ def record_estimators(
         described = (f"rule: gpu_util <= {light:g}% light, <= {medium:g}% medium, else heavy", 0)
     with Session(engine) as session:
         ended = session.scalars(
-            select(JobRow.id).where(JobRow.state.in_(["succeeded", "failed"]))
+            select(JobRow.id).where(JobRow.state.in_([Phase.SUCCEEDED.value, Phase.FAILED.value]))
         ).all()
         wanted = {
             "packing": described,

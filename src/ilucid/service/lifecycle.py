@@ -24,6 +24,7 @@ __all__ = [
     "FOREIGN",
     "LEGAL",
     "NO_GPUS",
+    "STORED_STATES",
     "IllegalTransition",
     "Phase",
     "check_move",
@@ -73,6 +74,16 @@ LEGAL: dict[Phase, frozenset[Phase]] = {
     Phase.FAILED: frozenset(),
     Phase.CANCELLED: frozenset(),
 }
+
+
+#: the states ``JobRow.state`` holds: pending, running, succeeded, failed, cancelled
+STORED_STATES: tuple[str, str, str, str, str] = (
+    Phase.PENDING.value,
+    Phase.RUNNING.value,
+    Phase.SUCCEEDED.value,
+    Phase.FAILED.value,
+    Phase.CANCELLED.value,
+)
 
 
 class IllegalTransition(RuntimeError):

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from ilucid.backends.base import Backend, ListsProcesses
 from ilucid.backends.metrics import MetricsSource
 from ilucid.service.db import JobRow, SampleRow, TransitionRow
-from ilucid.service.lifecycle import NO_GPUS
+from ilucid.service.lifecycle import NO_GPUS, Phase
 from ilucid.service.live_profiler import MeasuredRun
 
 __all__ = ["Sampler", "measured_run", "measured_summary"]
@@ -29,7 +29,7 @@ class Sampler:
     def sample(self, session: Session, backend: Backend, now: float, skip: Container[str]) -> None:
         """Add a ``SampleRow`` for each launched running job due (not those in ``skip``)."""
         pids_of = backend.pids if isinstance(backend, ListsProcesses) else None
-        running = session.scalars(select(JobRow).where(JobRow.state == "running")).all()
+        running = session.scalars(select(JobRow).where(JobRow.state == Phase.RUNNING.value)).all()
         for row in running:
             if row.gpu_indices in ("", NO_GPUS) or row.id in skip:
                 continue
@@ -62,7 +62,7 @@ def measured_run(session: Session, row: JobRow, now: float) -> MeasuredRun:
             t.time
             for t in session.scalars(
                 select(TransitionRow).where(
-                    TransitionRow.job_id == row.id, TransitionRow.to_state == "running"
+                    TransitionRow.job_id == row.id, TransitionRow.to_state == Phase.RUNNING.value
                 )
             )
         ),

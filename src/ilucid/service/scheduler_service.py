@@ -58,20 +58,14 @@ from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.estimator_log import record_estimators
 from ilucid.service.faults import crash_point
 from ilucid.service.latency import Latency
-from ilucid.service.lifecycle import NO_GPUS, Phase, check_move, phase_of
+from ilucid.service.lifecycle import NO_GPUS, STORED_STATES, Phase, check_move, phase_of
 from ilucid.service.live_profiler import profile_report
 from ilucid.service.live_sampling import Sampler, measured_run, measured_summary
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
 
-#: Job states as the service stores them.
-PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "pending",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+#: Job states as the service stores them (the lifecycle's stored phases).
+PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = STORED_STATES
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
 
 
