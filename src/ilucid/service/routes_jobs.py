@@ -1,0 +1,162 @@
+"""Routes on one job: submit, list, show, cancel, logs, explain, profile.
+
+Users reach only their own jobs (another user's job answers 404, so its id is not
+revealed); admins reach every job.
+"""
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ilucid.service.access import Live, Who, own_job
+from ilucid.service.db import DecisionRow, JobRow, TransitionRow
+from ilucid.service.edge import SubmitBody
+from ilucid.service.scheduler_service import JobRequest, ServiceError
+
+__all__ = ["estimate_json", "job_json", "router"]
+
+router = APIRouter()
+
+
+def job_json(row: JobRow) -> dict[str, Any]:
+    """A job as the API shows it to whoever may see it."""
+    return {
+        "id": row.id,
+        "user": row.user,
+        "tenant": row.tenant,
+        "class": row.job_class,
+        "gpus": row.gpus,
+        "command": json.loads(row.command),
+        "state": row.state,
+        "submit_time": row.submit_time,
+        "first_start": row.first_start,
+        "end_time": row.end_time,
+        "exit_code": row.exit_code,
+        "gpu_indices": row.gpu_indices,
+        "preemptions": row.preemptions,
+        "estimate_s": row.estimate_s,
+        "model_estimate_s": row.model_estimate_s,
+        "estimate_version": row.estimate_version,
+    }
+
+
+def estimate_json(row: JobRow) -> dict[str, Any]:
+    """The estimate the scheduler used and where it came from; both the user's and the
+    model's are shown (the user's wins when given)."""
+    note = row.estimate_note or "no model estimate recorded for this job"
+    seconds: float | None
+    if row.estimate_s is not None:
+        source, seconds = "user", row.estimate_s
+        text = f"estimate {row.estimate_s:,.0f} s given by the user (the model's: {note})"
+    else:
+        source, seconds, text = row.estimate_version or "none", row.model_estimate_s, note
+    return {
+        "seconds": seconds,
+        "source": source,
+        "user_s": row.estimate_s,
+        "model_s": row.model_estimate_s,
+        "version": row.estimate_version,
+        "text": text,
+    }
+
+
+@router.post("/jobs", status_code=201)
+async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
+    # on the event loop: one short commit costs less than the hop to a worker thread
+    try:
+        job_id = service.submit(
+            JobRequest(
+                command=body.command,
+                gpus=body.gpus,
+                job_class=body.job_class,
+                user=who.user,
+                tenant=who.tenant,
+                cwd=body.cwd,
+                estimate_s=body.estimate_s,
+                checkpoint_s=body.checkpoint_s,
+                run_as=who.unix_user,
+            )
+        )
+    except ServiceError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return {"id": job_id}
+
+
+@router.get("/jobs")
+def list_jobs(who: Who, service: Live, state: str | None = None) -> list[dict[str, Any]]:
+    with Session(service.engine) as session:
+        query = select(JobRow).order_by(JobRow.submit_time, JobRow.id)
+        if not who.admin:
+            query = query.where(JobRow.user == who.user)
+        if state:
+            query = query.where(JobRow.state == state)
+        return [job_json(r) for r in session.scalars(query)]
+
+
+@router.get("/jobs/{job_id}")
+def show(job_id: str, who: Who, service: Live) -> dict[str, Any]:
+    with Session(service.engine) as session:
+        row = own_job(session, job_id, who)
+        result = job_json(row)
+        result["transitions"] = [
+            {"time": t.time, "from": t.from_state, "to": t.to_state, "reason": t.reason}
+            for t in session.scalars(
+                select(TransitionRow)
+                .where(TransitionRow.job_id == job_id)
+                .order_by(TransitionRow.id)
+            )
+        ]
+        return result
+
+
+@router.delete("/jobs/{job_id}")
+def cancel(job_id: str, who: Who, service: Live) -> dict[str, str]:
+    with Session(service.engine) as session:
+        own_job(session, job_id, who)
+    return {"id": job_id, "state": service.cancel(job_id)}
+
+
+@router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+def logs(
+    job_id: str,
+    who: Who,
+    service: Live,
+    stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
+) -> str:
+    with Session(service.engine) as session:
+        own_job(session, job_id, who)
+    return service.backend.logs(job_id, stream)
+
+
+@router.get("/jobs/{job_id}/explain")
+def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
+    with Session(service.engine) as session:
+        row = own_job(session, job_id, who)
+        estimate = estimate_json(row)
+        decisions = [
+            {"time": d.time, "action": d.action, "code": d.code, "message": d.message}
+            for d in session.scalars(
+                select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
+            )
+        ]
+        state = row.state
+    now_why = service.explain(job_id) if state in ("pending", "running") else state
+    return {
+        "id": job_id,
+        "state": state,
+        "why": now_why,
+        "estimate": estimate,
+        "decisions": decisions,
+    }
+
+
+@router.get("/jobs/{job_id}/profile")
+def profile(job_id: str, who: Who, service: Live) -> dict[str, float]:
+    """GPU utilisation and memory the live profiler measured for the job."""
+    with Session(service.engine) as session:
+        own_job(session, job_id, who)
+    return service.profile(job_id)
