@@ -155,6 +155,8 @@ class SchedulerService:
             self.cluster, self.policy_factory(self.policy_name), config=self.config
         )
         node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
+        #: running jobs found alive (or ended unseen) and taken back at this rebuild
+        self.readopted: list[str] = []
         with Session(self.engine) as session:
             rows = session.scalars(
                 select(JobRow)
@@ -174,6 +176,7 @@ class SchedulerService:
                 if row.state == RUNNING and (alive or ended):
                     assert observed is not None
                     self._adopt(row, observed.parts, node_index, now)
+                    self.readopted.append(row.id)
                     if not row.gpu_indices:  # launched, but the crash beat the record
                         row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
                     continue
