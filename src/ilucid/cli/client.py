@@ -22,7 +22,7 @@ import httpx
 
 from ilucid.cli.common import DEFAULT_DATA, DEFAULT_URL, Command, stored_token
 from ilucid.cli.tables import render_table, summary_table
-from ilucid.profile_file import resolve_policy
+from ilucid.settings.profile_file import resolve_policy
 from ilucid.service.client import call_service
 
 __all__ = ["COMMANDS"]

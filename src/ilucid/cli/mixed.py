@@ -17,7 +17,7 @@ from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
 from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
-from ilucid.tier_settings import load_tier_config
+from ilucid.settings.tier_settings import load_tier_config
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_INFERENCE,

@@ -16,7 +16,7 @@ from typing import Any
 from ilucid.cli.common import DEFAULT_DATA, Command, add_commands
 from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
 from ilucid.core.scheduler import Policy
-from ilucid.profile_file import is_profile_file, load_profile
+from ilucid.settings.profile_file import is_profile_file, load_profile
 
 __all__ = ["COMMANDS", "add_service_commands"]
 
@@ -198,7 +198,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
     tiers = None
     if args.tiers is not None:  # read before anything starts: a bad file stops here
-        from ilucid.tier_settings import load_tier_config
+        from ilucid.settings.tier_settings import load_tier_config
 
         if args.policy not in TIER_PROFILES:
             raise ValueError(

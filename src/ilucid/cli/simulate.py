@@ -17,7 +17,7 @@ from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, is_known, needs_profiler
 from ilucid.estimators.profiles import profile_dir
-from ilucid.profile_file import is_profile_file, resolve_policies
+from ilucid.settings.profile_file import is_profile_file, resolve_policies
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import ProgressBar, run_policies

@@ -53,7 +53,7 @@ from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.core.rules import PriorityRule, RuleError
 from ilucid.core.scheduler import Policy
-from ilucid.tier_settings import read_toml
+from ilucid.settings.tier_settings import read_toml
 
 __all__ = [
     "ENTRY_POINT_GROUP",

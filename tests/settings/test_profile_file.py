@@ -28,7 +28,7 @@ from ilucid.core.policies import (
 )
 from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
 from ilucid.core.quota import TenantQuota
-from ilucid.profile_file import (
+from ilucid.settings.profile_file import (
     ENTRY_POINT_GROUP,
     ProfileFileError,
     load_profile,

@@ -10,7 +10,7 @@ from ilucid.core import Cluster, JobSpec, Scheduler
 from ilucid.core.policies import TieredPolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.service.live_policies import live_policy_factory
-from ilucid.tier_settings import TierSettingsError, load_tier_config
+from ilucid.settings.tier_settings import TierSettingsError, load_tier_config
 
 GOOD = """\
 # what the team leads agreed
