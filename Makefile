@@ -61,5 +61,15 @@ bench-mixed-robustness: $(STAMP)
 bench-placement: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
 
+## bench-scale: issue #20: the default profile's pass latency on 2k-50k nodes x 10k-100k
+## pending, under churn (ARGS="--quick" for one small cell)
+.PHONY: bench-scale bench-sharded
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py $(ARGS)
+
+## bench-sharded: issue #20: conflict rate of N schedulers with optimistic commits on Philly
+bench-sharded: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/sharded_conflicts.py $(ARGS)
+
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

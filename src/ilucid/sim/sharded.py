@@ -1,0 +1,382 @@
+"""N schedulers deciding at once on one cluster: how often optimistic commits conflict.
+
+Issue 20 asks whether the decision loop needs sharding, and if so what sharded
+decisions would cost, before any live code. This replays a trace with ``N``
+copies of the unchanged core, in the spirit of Omega's shared state:
+
+* every job belongs to one scheduler (a stable hash of its id); each scheduler is
+  a whole :class:`~ilucid.core.Scheduler` with its own policy, and sees the whole
+  cluster;
+* at each pass every scheduler first syncs its view of the free GPUs with the
+  committed state (the snapshot), then all decide on that same snapshot, as
+  if they ran at the same time;
+* their decisions are then committed one scheduler at a time, in a random
+  (seeded) order: who reaches the database first. A preemption always commits
+  (a scheduler stops only its own jobs). A start commits only if every node of
+  its placement still has that many free GPUs; otherwise it *conflicts*, the
+  scheduler is told with :meth:`SchedulingPass.preempt` (as a live service
+  would tell its core that a start did not happen), and it retries in another
+  round at the same instant on a fresh snapshot. The first committer of a
+  round never conflicts, so a pass takes at most ``N`` rounds.
+
+The replay's own truth (the engine) only ever sees committed decisions.
+Conflicts are counted by GPU counts per node (GPUs of a node are fungible to
+the core); a live commit would compare GPU indices, which only adds conflicts
+if two schedulers chose different GPUs of the same node, which the count check
+already lets through.
+
+A start refused at commit leaves a trace in the refused scheduler's core: the
+job counts one preemption and has a first start (so it is not profiled any
+more, and the starvation guard waits ``rewait_after_s`` for it), as the live
+core would after the same notice. With ``N = 1`` nothing conflicts and the
+replay is the plain one, decision for decision.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ilucid.core import (
+    Action,
+    Cluster,
+    Decision,
+    Forecast,
+    JobSpec,
+    JobState,
+    JobStatus,
+    Placement,
+    Policy,
+    ProfileReport,
+    Scheduler,
+    SchedulerConfig,
+)
+from ilucid.core.scheduler import SchedulingPass
+from ilucid.sim.engine import Replay, SimResult
+from ilucid.sim.replay_types import Annotator, World
+
+__all__ = ["ShardStats", "ShardedReplay", "ShardedScheduler", "by_job_hash", "simulate_sharded"]
+
+REFUSED = "claim refused at commit: another scheduler took these GPUs first"
+
+
+def by_job_hash(shards: int) -> Callable[[JobSpec], int]:
+    """The scheduler a job belongs to: a stable hash of its id (crc32), mod ``shards``."""
+    return lambda spec: zlib.crc32(spec.id.encode()) % shards
+
+
+@dataclass
+class ShardStats:
+    """What the commits cost, over the passes in which some scheduler claimed GPUs."""
+
+    shards: int
+    passes: int = 0  # passes with at least one claim
+    claims: int = 0  # starts that needed GPUs, retries included
+    conflicts: int = 0  # ... refused at commit
+    passes_with_conflict: int = 0
+    rounds: Counter[int] = field(default_factory=Counter)  # rounds a pass took -> passes
+    #: modelled decision latency of a pass: the slowest scheduler of each round, summed
+    #: (schedulers of a round run in parallel), in seconds
+    latency_s: list[float] = field(default_factory=list)
+
+    @property
+    def conflict_rate(self) -> float:
+        return self.conflicts / self.claims if self.claims else 0.0
+
+    @property
+    def extra_rounds(self) -> float:
+        """Mean rounds beyond the first, per pass with claims."""
+        total = sum(r * n for r, n in self.rounds.items())
+        return (total - self.passes) / self.passes if self.passes else 0.0
+
+
+class ShardedScheduler(Scheduler):
+    """Looks like one :class:`Scheduler` to the replay; decides with ``len(policies)``.
+
+    Its own ``free`` is the committed state; ``jobs`` holds every scheduler's
+    job states (the same objects).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        policies: Sequence[Policy],
+        config: SchedulerConfig | None = None,
+        seed: int = 0,
+        partition: Callable[[JobSpec], int] | None = None,
+        concurrent: bool = True,
+    ) -> None:
+        if not policies:
+            raise ValueError("a sharded scheduler needs at least one policy")
+        super().__init__(cluster, policies[0], config=config)
+        self.shards = [Scheduler(cluster, p, self.placer, self.config) for p in policies]
+        self.partition = partition or by_job_hash(len(policies))
+        self.stats = ShardStats(len(policies))
+        self._owner: dict[str, Scheduler] = {}
+        self._stale: list[set[int]] = [set() for _ in policies]  # nodes to re-sync
+        self._rng = random.Random(seed)
+        self._nudges = 0
+        #: False: each scheduler decides after the commits before it (a lock held from
+        #: snapshot to commit: never a conflict), the baseline for the cost of conflicts
+        self.concurrent = concurrent
+
+    # -- the committed state -------------------------------------------------------------
+    def _changed(self, placement: Placement) -> None:
+        for stale in self._stale:
+            stale.update(placement.node_indices)
+
+    def _release(self, placement: Placement) -> None:
+        self.free.give_back(placement)
+        self._changed(placement)
+
+    def _fits(self, placement: Placement) -> bool:
+        free = self.free.free
+        return all(free[index] >= count for index, count in placement.parts)
+
+    def _sync(self, shard: int) -> None:
+        """Bring one scheduler's view of the free GPUs up to the committed state."""
+        view, committed = self.shards[shard].free, self.free.free
+        for index in self._stale[shard]:
+            delta = committed[index] - view.free[index]
+            if delta > 0:
+                view.give_back(Placement(((index, delta),)))
+            elif delta < 0:
+                view.take(Placement(((index, -delta),)))
+        self._stale[shard].clear()
+
+    def _freed_by(self, owner: Scheduler, now: float) -> None:
+        """GPUs ``owner``'s job held are free: tell every other scheduler with work waiting.
+
+        The core has no stimulus for "capacity freed elsewhere" (one scheduler hears of
+        every end itself), so it stands in with a GPU-less job submitted and withdrawn,
+        which makes a policy re-plan at its next pass. A live sharded core would need
+        that stimulus of its own.
+        """
+        for shard in self.shards:
+            if shard is not owner and shard.pending_count:
+                self._nudges += 1
+                spec = JobSpec(f"~freed-{self._nudges}", now, 0, 0.0)
+                shard.submit(spec, now)
+                shard.withdraw(spec.id, now)
+
+    def _tally(self) -> None:
+        self.pending_count = sum(s.pending_count for s in self.shards)
+        self.partners = {k: v for s in self.shards for k, v in s.partners.items()}
+
+    # -- stimuli -------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, now: float) -> JobState:
+        shard = self.shards[self.partition(spec)]
+        job = shard.submit(spec, now)
+        self.jobs[spec.id] = job
+        self._owner[spec.id] = shard
+        self.pending_count += 1
+        return job
+
+    def finish(self, job_id: str, now: float) -> JobState:
+        shard = self._owner.pop(job_id)
+        placement = shard.jobs[job_id].placement
+        alone = job_id not in shard.partners
+        job = shard.finish(job_id, now)
+        if alone and placement is not None:
+            self._release(placement)
+            self._freed_by(shard, now)
+        del self.jobs[job_id]
+        self._tally()
+        return job
+
+    def profiled(self, job_id: str, now: float, report: ProfileReport) -> JobState:
+        shard = self._owner[job_id]
+        placement = shard.jobs[job_id].placement
+        job = shard.profiled(job_id, now, report)
+        if placement is not None:
+            self._release(placement)
+            self._freed_by(shard, now)
+        self._tally()
+        return job
+
+    def forecast(self, forecast: Forecast, now: float) -> None:
+        for shard in self.shards:
+            shard.forecast(forecast, now)
+
+    def adopt(self, job_id: str, placement: Placement, now: float) -> None:
+        raise NotImplementedError("a sharded replay adopts nothing (no restarts)")
+
+    def requeue(self, job_id: str, now: float) -> None:
+        raise NotImplementedError("a sharded replay requeues nothing (no lost processes)")
+
+    def withdraw(self, job_id: str, now: float) -> None:
+        raise NotImplementedError("a sharded replay withdraws nothing (no cancellations)")
+
+    # -- a pass --------------------------------------------------------------------------
+    def schedule(self, now: float) -> list[Decision]:
+        """One pass: rounds of decisions and commits until no start is refused."""
+        decided: list[Decision] = []
+        deciding = list(range(len(self.shards)))
+        rounds = claims = conflicts = 0
+        latency = 0.0
+        while deciding:
+            rounds += 1
+            self._rng.shuffle(deciding)  # the order in which they reach the database
+            outcome = self._round(deciding, now, decided)
+            deciding, latency = sorted(outcome[0]), latency + outcome[3]
+            claims, conflicts = claims + outcome[1], conflicts + outcome[2]
+        if claims:
+            stats = self.stats
+            stats.passes += 1
+            stats.claims += claims
+            stats.conflicts += conflicts
+            stats.passes_with_conflict += int(conflicts > 0)
+            stats.rounds[rounds] += 1
+            stats.latency_s.append(latency)
+        self._tally()
+        return decided
+
+    def _round(
+        self, order: list[int], now: float, decided: list[Decision]
+    ) -> tuple[list[int], int, int, float]:
+        """Schedulers decide and commit in ``order``: concurrently, all on the snapshot
+        taken before any commit; else each after syncing with the commits before it.
+        Returns the refused schedulers, claims, conflicts and the round's latency."""
+        if self.concurrent:
+            for shard in order:
+                self._sync(shard)
+        proposals: list[tuple[int, list[Decision]]] = []
+        times: list[float] = []
+        outcome: tuple[list[int], int, int] = ([], 0, 0)
+        for shard in order:
+            if not self.concurrent:
+                self._sync(shard)
+            began = time.perf_counter()
+            proposals.append((shard, self.shards[shard].schedule(now)))
+            times.append(time.perf_counter() - began)
+            if not self.concurrent:  # it commits before the next one decides
+                outcome = self._settle(proposals.pop(), now, decided, outcome)
+        for proposal in proposals:
+            outcome = self._settle(proposal, now, decided, outcome)
+        latency = max(times, default=0.0) if self.concurrent else sum(times)
+        return (*outcome, latency)
+
+    def _settle(
+        self,
+        proposal: tuple[int, list[Decision]],
+        now: float,
+        decided: list[Decision],
+        outcome: tuple[list[int], int, int],
+    ) -> tuple[list[int], int, int]:
+        """Commit one scheduler's proposal; tell it of refused starts. Adds to
+        ``outcome`` (refused schedulers, claims, conflicts)."""
+        shard, proposed = proposal
+        refused_by, claims, conflicts = outcome
+        refused, claimed = self._commit(proposed, decided)
+        if refused:
+            conflicts += sum(1 for d in refused if d.shares_with is None)
+            self._roll_back(self.shards[shard], refused, now)
+            refused_by = [*refused_by, shard]
+        return refused_by, claims + claimed, conflicts
+
+    def _commit(
+        self, proposed: Iterable[Decision], decided: list[Decision]
+    ) -> tuple[list[Decision], int]:
+        """Commit one scheduler's decisions in order; the starts refused, and the
+        claims made (starts that needed GPUs)."""
+        refused: list[Decision] = []
+        gone: set[str] = set()  # jobs whose start was refused in this batch
+        claimed = 0
+        for decision in proposed:
+            if decision.job_id in gone:
+                continue  # a later decision on a job that never started here
+            placement = decision.placement
+            if placement is None:
+                pass  # holds change nothing
+            elif decision.action is Action.PREEMPT:
+                if decision.shares_with is None:
+                    self._release(placement)
+            elif decision.action is Action.START:
+                if decision.shares_with is not None:  # on a partner's GPUs: no new claim
+                    if decision.shares_with in gone:
+                        refused.append(decision)
+                        gone.add(decision.job_id)
+                        continue
+                else:
+                    claimed += 1
+                    if not self._fits(placement):
+                        refused.append(decision)
+                        gone.add(decision.job_id)
+                        continue
+                    self.free.take(placement)
+                    self._changed(placement)
+            decided.append(decision)
+        return refused, claimed
+
+    @staticmethod
+    def _roll_back(shard: Scheduler, refused: Sequence[Decision], now: float) -> None:
+        """Tell a scheduler its refused starts did not happen (packed partners first)."""
+        step = SchedulingPass(shard, now)
+        for decision in reversed(refused):
+            job = shard.jobs[decision.job_id]
+            if job.status is JobStatus.RUNNING:
+                step.preempt(job, REFUSED)
+        shard.pending_count += sum(1 for d in step.decisions if d.action is Action.PREEMPT)
+
+    # -- questions -----------------------------------------------------------------------
+    def next_wakeup(self, now: float) -> float | None:
+        wakes = [w for s in self.shards if (w := s.next_wakeup(now)) is not None]
+        return min(wakes, default=None)
+
+    def wait_code(self, job_id: str) -> str:
+        return self._owner[job_id].wait_code(job_id)
+
+    def why_pending(self, job_id: str, now: float) -> str:
+        return self._owner[job_id].why_pending(job_id, now)
+
+    def expected_starts(
+        self, now: float, until: str | None = None, limit: int = 5000
+    ) -> dict[str, float]:
+        shard = self._owner.get(until) if until is not None else None
+        return {} if shard is None else shard.expected_starts(now, until, limit)
+
+
+class ShardedReplay(Replay):
+    """The simulator's replay, driving a :class:`ShardedScheduler` instead of one core."""
+
+    def __init__(
+        self,
+        jobs: Sequence[JobSpec],
+        sharded: ShardedScheduler,
+        annotator: Annotator | None = None,
+        world: World | None = None,
+    ) -> None:
+        super().__init__(
+            jobs,
+            sharded.cluster,
+            sharded.policy,
+            sharded.config,
+            annotator=annotator,
+            world=world,
+        )
+        self.sharded = sharded
+        self.scheduler = sharded
+
+
+def simulate_sharded(
+    jobs: Sequence[JobSpec],
+    cluster: Cluster,
+    make_policy: Callable[[], Policy],
+    shards: int,
+    config: SchedulerConfig | None = None,
+    seed: int = 0,
+    annotator: Annotator | None = None,
+    world: World | None = None,
+    concurrent: bool = True,
+) -> tuple[SimResult, ShardStats]:
+    """Replay ``jobs`` with ``shards`` schedulers, each running ``make_policy()``."""
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    policies = [make_policy() for _ in range(shards)]
+    sharded = ShardedScheduler(cluster, policies, config, seed, concurrent=concurrent)
+    result = ShardedReplay(jobs, sharded, annotator, world).run()
+    return result, sharded.stats
