@@ -18,6 +18,7 @@ from ilucid.cli import (
     model,
     serve,
     simulate,
+    sweep,
 )
 from ilucid.cli.common import CliError, Command, add_commands
 from ilucid.traces import TraceError
@@ -29,6 +30,7 @@ COMMANDS: dict[str, Command] = {
     command.name: command
     for group in (
         simulate,
+        sweep,
         demo,
         model,
         mixed,
