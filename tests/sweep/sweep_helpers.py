@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,21 @@ def run_sweep_cli(args: Sequence[str]) -> SweepRun:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["sweep", *args])
     return SweepRun(code, out.getvalue(), err.getvalue())
+
+
+def write_trace(path: Path, jobs: int, seed: int = 7) -> Path:
+    """A trace of ``jobs`` jobs in ilucid's generic CSV: Poisson arrivals a minute apart,
+    mostly 1-GPU jobs, log-normal durations (median about 30 min), so a cluster sized for
+    load 0.85 queues and preempts. The tests' own data: no trace directory needed."""
+    rng = random.Random(seed)
+    now = 0.0
+    rows = ["id,submit_time,num_gpus,duration"]
+    for i in range(jobs):
+        now += rng.expovariate(1 / 60)
+        gpus = rng.choice((1, 1, 1, 1, 2, 4, 8))
+        rows.append(f"j{i},{now:.0f},{gpus},{60 + round(rng.lognormvariate(7.5, 1.2))}")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
 
 
 def figures(path: Path) -> dict[tuple[str, str, str, int], dict[str, str]]:

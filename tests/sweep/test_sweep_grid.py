@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from sweep_helpers import run_sweep_cli
 
 from ilucid.sweep import DEFAULT_PARAMS, Grid, GridError, Perturbation, Settings, load_grid
 from ilucid.sweep.grid import apply_settings, parse_seeds, settings_keys
@@ -86,9 +87,13 @@ def test_flags_override_the_file_and_settings_flags_apply_to_every_set(tmp_path:
             'traces = ["a"]\nprofiles = ["fifo"]\n[perturbation]\nkind = "jitter"\nscale = 1.5\n',
             ":5: perturbation.scale:",
         ),
-        ('traces = ["a"]\nprofiles = ["fifo"]\nbaseline = "srtf"\n', "baseline"),
+        ('traces = ["a"]\nprofiles = ["fifo"]\nbaseline = "srtf"\n', ":3: baseline: 'srtf' is not"),
+        (
+            'traces = ["a"]\nprofiles = ["fifo"]\nmetrics = ["speed"]\n',
+            ":3: metrics: unknown figure",
+        ),
         ('profiles = ["fifo"]\n', "traces: missing"),
-        ('traces = ["a", "a"]\nprofiles = ["fifo"]\n', "twice"),
+        ('traces = ["a", "a"]\nprofiles = ["fifo"]\n', ":1: traces: 'a' is named twice"),
         ("traces = [\n", "grid.toml"),
     ],
 )
@@ -117,8 +122,19 @@ def test_every_setting_has_a_toml_type() -> None:
 
 
 def test_a_grid_refuses_empty_axes_and_negative_seeds() -> None:
-    with pytest.raises(ValueError, match="no profiles"):
+    with pytest.raises(ValueError, match="profiles: none given"):
         Grid(("a",), ())
-    with pytest.raises(ValueError, match="seeds must be >= 0"):
+    with pytest.raises(ValueError, match="seeds: must be >= 0"):
         Grid(("a",), ("fifo",), (-1,))
     assert Grid(("a",), ("fifo",)).cells()[0].params == DEFAULT_PARAMS
+
+
+def test_the_command_refuses_a_bad_grid_before_starting_anything(tmp_path: Path) -> None:
+    out = tmp_path / "never.csv"
+    run = run_sweep_cli(["--traces", "itp-01", "--policy", "fifo,nope", "--out", str(out)])
+    assert run.code == 2 and "unknown profile 'nope'" in run.stderr
+    run = run_sweep_cli(["--policy", "fifo", "--out", str(out)])
+    assert run.code == 2 and "--traces and --policy" in run.stderr
+    run = run_sweep_cli(["--traces", "a", "--policy", "fifo", "--metric", "speed"])
+    assert run.code == 2 and "metrics: unknown figure 'speed'" in run.stderr
+    assert not out.exists()

@@ -9,37 +9,39 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sweep_helpers import SweepRun, figures, run_sweep_cli
+from sweep_helpers import SweepRun, figures, run_sweep_cli, write_trace
 
 from ilucid.cli import main
 from ilucid.sweep import METRICS, Cell, ResultTable, Settings, SweepEvent, run_sweep
 
 pytestmark = pytest.mark.xdist_group("dask")
 
-#: a synthetic trace (no data needed) x two profiles x the trace itself and one perturbation
-GRID = ["--policy", "fifo,srtf", "--seeds", "0,1", "--limit", "300", "--baseline", "fifo"]
+#: two profiles x the trace itself and one perturbation, on 4 nodes (a long queue)
+GRID = ["--policy", "fifo,srtf", "--seeds", "0,1", "--nodes", "4", "--baseline", "fifo"]
 
 
 @pytest.fixture(scope="module")
-def local_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepRun]:
+def trace(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(write_trace(tmp_path_factory.mktemp("trace") / "jobs.csv", jobs=300))
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory: pytest.TempPathFactory, trace: str) -> tuple[Path, SweepRun]:
     """One sweep on a 2-worker LocalCluster; one of its traces does not exist."""
     folder = tmp_path_factory.mktemp("local")
     out = folder / "dask.csv"
-    missing = folder / "no-such-trace.csv"
-    traces = f"synthetic,{missing}"
+    traces = f"{trace},{folder / 'no-such-trace.csv'}"
     return out, run_sweep_cli(["--traces", traces, *GRID, "--workers", "2", "--out", str(out)])
 
 
 def test_cells_on_workers_equal_the_same_cells_run_one_after_another(
-    local_sweep: tuple[Path, SweepRun], tmp_path: Path
+    local_sweep: tuple[Path, SweepRun], trace: str, tmp_path: Path
 ) -> None:
     out, _ = local_sweep
     sequential = tmp_path / "seq.csv"
-    run = run_sweep_cli(
-        ["--traces", "synthetic", *GRID, "--workers", "0", "--out", str(sequential)]
-    )
+    run = run_sweep_cli(["--traces", trace, *GRID, "--workers", "0", "--out", str(sequential)])
     assert run.code == 0, run.stderr
-    on_dask = {k: v for k, v in figures(out).items() if k[0] == "synthetic"}
+    on_dask = {k: v for k, v in figures(out).items() if k[0] == trace}
     assert len(on_dask) == 4
     assert on_dask == figures(sequential)  # every figure, to the last digit
     workers = {r["worker"] for r in ResultTable(out).rows() if r["status"] == "ok"}
@@ -50,18 +52,15 @@ def test_cells_on_workers_equal_the_same_cells_run_one_after_another(
 
 
 def test_seed_zero_is_what_ilucid_simulate_reports(
-    local_sweep: tuple[Path, SweepRun], tmp_path: Path
+    local_sweep: tuple[Path, SweepRun], trace: str, tmp_path: Path
 ) -> None:
     out, _ = local_sweep
-    code = main(
-        ["simulate", "--trace", "synthetic", "--limit", "300", "--policy", "fifo,srtf",
-         "--processes", "1", "--out", str(tmp_path)]
-    )  # fmt: skip
-    assert code == 0
+    simulate = ["simulate", "--trace", trace, "--nodes", "4", "--policy", "fifo,srtf"]
+    assert main([*simulate, "--processes", "1", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = figures(out)
     for profile in ("fifo", "srtf"):
-        row = rows[("synthetic", profile, "default", 0)]
+        row = rows[(trace, profile, "default", 0)]
         for metric in METRICS:
             if row[metric] != "":
                 assert float(row[metric]) == summary[profile][metric], metric
@@ -79,28 +78,26 @@ def test_a_failing_cell_is_retried_once_reported_and_the_rest_finish(
     failed = [r for r in ResultTable(out).rows() if r["status"] == "failed"]
     assert len(failed) == 4 and {r["attempts"] for r in failed} == {"2"}
     assert all("no-such-trace.csv" in r["error"] for r in failed)
-    assert len(figures(out)) == 4  # every synthetic cell finished
+    assert len(figures(out)) == 4  # every cell of the real trace finished
     report = run.stdout.split("mean over seeds")[1]
-    assert "synthetic" in report and "srtf" in report
+    assert "jobs.csv" in report and "srtf" in report
 
 
 def test_a_rerun_skips_finished_cells_and_runs_the_rest(
-    local_sweep: tuple[Path, SweepRun], tmp_path: Path
+    local_sweep: tuple[Path, SweepRun], trace: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "resumed.csv"
     shutil.copy(local_sweep[0], out)
     lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
-    dropped = next(
-        i for i, line in enumerate(lines) if line.startswith("synthetic,srtf,default,1,")
-    )
+    dropped = next(i for i, line in enumerate(lines) if line.startswith(f"{trace},srtf,default,1,"))
     out.write_text("".join(lines[:dropped] + lines[dropped + 1 :]), encoding="utf-8")
-    before = figures(local_sweep[0])
-    grid = ["--traces", "synthetic", *GRID, "--workers", "0", "--out", str(out)]
+    before = {k: v for k, v in figures(local_sweep[0]).items() if k[0] == trace}
+    grid = ["--traces", trace, *GRID, "--workers", "0", "--out", str(out)]
     run = run_sweep_cli(grid)
     assert run.code == 0, run.stderr
     assert "3 already in" in run.stdout and "1 to run" in run.stdout
     assert "sweep: 1 cells ran" in run.stdout
-    assert figures(out) == {k: v for k, v in before.items()}  # the one cell, exactly again
+    assert figures(out) == before  # the one cell ran again, to the same figures
     size = out.stat().st_size
     again = run_sweep_cli(grid)
     assert "4 already in" in again.stdout and "0 to run" in again.stdout

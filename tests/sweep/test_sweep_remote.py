@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sweep_helpers import figures, run_sweep_cli
+from sweep_helpers import figures, run_sweep_cli, write_trace
 
 from ilucid.sweep import ResultTable
 
@@ -61,15 +61,10 @@ def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[by
         started += workers
         yield address, workers
     finally:
-        for process in reversed(started):
+        for process in started:  # test processes: nothing of theirs outlives the test
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+            process.wait()
 
 
 def test_a_worker_killed_mid_run_loses_no_cell(
@@ -100,8 +95,9 @@ def test_a_worker_killed_mid_run_loses_no_cell(
 
         thread = threading.Thread(target=kill_when_busy, daemon=True)
         thread.start()
-        grid = ["--traces", "synthetic", "--policy", "fifo,srtf", "--seeds", "0-5"]
-        run = run_sweep_cli([*grid, "--limit", "400", "--scheduler", address, "--out", str(out)])
+        trace = write_trace(tmp_path / "jobs.csv", jobs=400)  # the workers read it here
+        grid = ["--traces", str(trace), "--policy", "fifo,srtf", "--seeds", "0-5", "--nodes", "4"]
+        run = run_sweep_cli([*grid, "--scheduler", address, "--out", str(out)])
         thread.join(5)
     assert "at" in killed, "the victim never held a cell with one done; nothing was killed"
     assert victim.wait(10) == -signal.SIGKILL

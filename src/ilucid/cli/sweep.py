@@ -15,7 +15,6 @@ from ilucid.cli.tables import render_table
 from ilucid.sweep import (
     ALL_TRACES,
     DEFAULT_PARAMS,
-    METRICS,
     Estimate,
     Grid,
     Perturbation,
@@ -42,16 +41,6 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
-def _metrics(text: str) -> tuple[str, ...]:
-    names = _names(text)
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown figure {unknown[0]!r}; known: {', '.join(METRICS)}"
-        )
-    return names
-
-
 def _seeds(text: str) -> tuple[int, ...]:
     try:
         return parse_seeds(text)
@@ -70,13 +59,7 @@ def _workers(text: str) -> int:
     return 0 if text.strip() == "0" else positive_int(text)
 
 
-def _add_arguments(sweep: argparse.ArgumentParser) -> None:
-    sweep.add_argument(
-        "grid",
-        nargs="?",
-        type=Path,
-        help="a grid file (TOML, docs/sweep.md); the flags below override what it says",
-    )
+def _add_grid_arguments(sweep: argparse.ArgumentParser) -> None:
     grid = sweep.add_argument_group("the grid (without a file, --traces and --policy are needed)")
     grid.add_argument(
         "--traces",
@@ -101,6 +84,9 @@ def _add_arguments(sweep: argparse.ArgumentParser) -> None:
         help="how a seed changes durations: jitter:SCALE (each times 1 +- SCALE) or"
         " shift:SECONDS (each plus seed x SECONDS) (default: the grid file's, else jitter:0.01)",
     )
+
+
+def _add_settings_arguments(sweep: argparse.ArgumentParser) -> None:
     cluster = sweep.add_argument_group("replay settings (applied to every parameter set)")
     cluster.add_argument(
         "--load",
@@ -118,6 +104,9 @@ def _add_arguments(sweep: argparse.ArgumentParser) -> None:
     cluster.add_argument(
         "--limit", type=positive_int, help="replay only the first N jobs (default: every job)"
     )
+
+
+def _add_output_arguments(sweep: argparse.ArgumentParser) -> None:
     report = sweep.add_argument_group("the table and the report")
     report.add_argument(
         "--out",
@@ -133,9 +122,12 @@ def _add_arguments(sweep: argparse.ArgumentParser) -> None:
     )
     report.add_argument(
         "--metric",
-        type=_metrics,
+        type=_names,
         help="comma-separated figures to report (default: the grid file's, else avg_jct)",
     )
+
+
+def _add_engine_arguments(sweep: argparse.ArgumentParser) -> None:
     engine = sweep.add_argument_group("where cells run")
     engine.add_argument(
         "--workers",
@@ -149,6 +141,19 @@ def _add_arguments(sweep: argparse.ArgumentParser) -> None:
         help="a running Dask scheduler's address, e.g. tcp://host:8786; --workers is then"
         " ignored; docs/sweep.md: Slurm, Kubernetes (default: none, a local cluster)",
     )
+
+
+def _add_arguments(sweep: argparse.ArgumentParser) -> None:
+    sweep.add_argument(
+        "grid",
+        nargs="?",
+        type=Path,
+        help="a grid file (TOML, docs/sweep.md); the flags below override what it says",
+    )
+    _add_grid_arguments(sweep)
+    _add_settings_arguments(sweep)
+    _add_output_arguments(sweep)
+    _add_engine_arguments(sweep)
 
 
 def _grid(args: argparse.Namespace) -> Grid:

@@ -48,7 +48,7 @@ _RESOLVING = threading.Lock()
 
 
 class CellFailed(RuntimeError):
-    """A cell whose replay could not run; the message names the cell."""
+    """A cell whose replay could not run: a missing trace, a bad setting, a policy's error."""
 
 
 def resolve_profile(name: str) -> str:
@@ -152,9 +152,9 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         with _REPLAY:
             (run,) = run_policies(jobs, cluster, [profile], config, options, processes=1)
     except (ValueError, OSError, RuntimeError) as exc:
-        raise CellFailed(f"{cell.label}: {exc}") from None
+        raise CellFailed(str(exc)) from None
     if run.result is None:
-        raise CellFailed(f"{cell.label}: {run.error}")
+        raise CellFailed(str(run.error))
     return {
         **_figures(run.result),
         "worker": f"{socket.gethostname()}:{os.getpid()}",

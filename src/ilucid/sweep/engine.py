@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ilucid.sweep.cell import run_cell
+from ilucid.sweep.cell import CellFailed, run_cell
 from ilucid.sweep.grid import Cell
 from ilucid.sweep.table import METRICS, ResultTable, TableError
 
@@ -114,9 +114,13 @@ def _row(
 
 
 def _describe(exc: BaseException) -> str:
-    """One line: the cell's own message, or the exception Dask raised (e.g. KilledWorker)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    """One line: the cell's own message, or the exception's name and message (e.g.
+    KilledWorker when Dask gave up on a task whose workers kept dying)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(exc, CellFailed):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Books:

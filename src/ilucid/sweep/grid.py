@@ -19,21 +19,59 @@ from ilucid.settings.tier_settings import read_toml
 
 __all__ = [
     "DEFAULT_PARAMS",
+    "METRICS",
     "PERTURBATION_KINDS",
+    "TIMINGS",
     "Cell",
     "CellKey",
     "Grid",
     "GridError",
     "Perturbation",
     "Settings",
+    "apply_settings",
     "load_grid",
     "parse_seeds",
+    "settings_keys",
 ]
 
 #: the name of the one parameter set a grid without ``[parameters.NAME]`` tables has
 DEFAULT_PARAMS = "default"
 #: how a seed perturbs durations (sweep/perturb.py)
 PERTURBATION_KINDS = ("jitter", "shift")
+#: a replay's figures, as the result table holds them (ilucid.sim.summarize's, and the
+#: per-class ones of cells with inference)
+METRICS = (
+    "jobs",
+    "avg_jct",
+    "p50_jct",
+    "p95_jct",
+    "p99_jct",
+    "p999_jct",
+    "avg_queue",
+    "p50_queue",
+    "p95_queue",
+    "p99_queue",
+    "p999_queue",
+    "avg_bounded_slowdown",
+    "makespan",
+    "gpu_util",
+    "preemptions",
+    "avg_jct_small",
+    "avg_jct_large",
+    "cluster_gpus",
+    "cluster_nodes",
+    "events",
+    "start_predictions",
+    "start_error_median_s",
+    "avg_jct_training",
+    "p99_tts",
+    "inference_share",
+    "p99_queue_training",
+    "lost_gpu_hours",
+)
+#: how long a cell took (its replay; the whole cell on its worker): reportable, but they
+#: differ between two runs of one cell
+TIMINGS = ("wall_s", "elapsed_s")
 #: (trace, profile, parameter set, seed)
 CellKey = tuple[str, str, str, int]
 
@@ -108,8 +146,14 @@ class Settings:
     def __post_init__(self) -> None:
         if self.load is not None and self.nodes is not None:
             raise ValueError("give either load or nodes, not both")
-        for name in ("load", "nodes", "gpus_per_node", "limit", "checkpoint_s"):
-            value = getattr(self, name)
+        positive = {
+            "load": self.load,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "limit": self.limit,
+            "checkpoint_s": self.checkpoint_s,
+        }
+        for name, value in positive.items():
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
         if not 0 < self.inference_share < 1:
@@ -165,22 +209,33 @@ class Grid:
     out: Path | None = None
 
     def __post_init__(self) -> None:
-        for axis in ("traces", "profiles", "seeds", "parameters"):
-            if not getattr(self, axis):
-                raise ValueError(f"the grid has no {axis}")
-            values = list(getattr(self, axis))
+        axes: dict[str, list[Any]] = {
+            "traces": list(self.traces),
+            "profiles": list(self.profiles),
+            "seeds": list(self.seeds),
+            "parameters": list(self.parameters),
+        }
+        for axis, values in axes.items():
+            if not values:
+                raise ValueError(f"{axis}: none given")
             duplicate = next((v for v in values if values.count(v) > 1), None)
             if duplicate is not None:
-                raise ValueError(f"{axis} names {duplicate!r} twice")
+                raise ValueError(f"{axis}: {duplicate!r} is named twice")
         if any(s < 0 for s in self.seeds):
-            raise ValueError(f"seeds must be >= 0, got {min(self.seeds)}")
+            raise ValueError(f"seeds: must be >= 0, got {min(self.seeds)}")
         if self.baseline is not None and self.baseline not in self.profiles:
             raise ValueError(
-                f"baseline {self.baseline!r} is not among the profiles ({', '.join(self.profiles)})"
+                f"baseline: {self.baseline!r} is not among the profiles"
+                f" ({', '.join(self.profiles)})"
             )
-        for name in [*self.traces, *self.parameters]:
-            if "," in name or not name.strip():
-                raise ValueError(f"{name!r} cannot name a trace or parameter set")
+        known = (*METRICS, *TIMINGS)
+        unknown = next((m for m in self.metrics if m not in known), None)
+        if unknown is not None or not self.metrics:
+            raise ValueError(f"metrics: unknown figure {unknown!r}; known: {', '.join(known)}")
+        for axis in ("traces", "parameters"):
+            bad = next((n for n in axes[axis] if "," in n or not n.strip()), None)
+            if bad is not None:
+                raise ValueError(f"{axis}: {bad!r} cannot name one (no commas, not empty)")
 
     def cells(self) -> list[Cell]:
         """Every cell, trace by trace: a trace's cells share a worker's loaded trace."""
@@ -191,10 +246,6 @@ class Grid:
             for profile in self.profiles
             for seed in self.seeds
         ]
-
-    def with_overrides(self, **changes: Any) -> Grid:
-        """This grid with the given fields replaced (flags given on the command line win)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -360,13 +411,8 @@ def load_grid(path: Path, overrides: Mapping[str, Any] | None = None) -> Grid:
     try:
         return Grid(**values)
     except ValueError as exc:
-        key = next((k for k in _TOP if str(exc).find(k) >= 0), "?")
-        raise where.error(None, key, str(exc)) from None
-
-
-def grid_from_flags(values: Mapping[str, Any]) -> Grid:
-    """A grid given only by flags (no file)."""
-    return Grid(**{k: v for k, v in values.items() if v is not None})
+        key, _, message = str(exc).partition(": ")
+        raise where.error(None, key, message) from None
 
 
 def apply_settings(grid: Grid, changes: Mapping[str, Any]) -> Grid:
@@ -384,4 +430,5 @@ def apply_settings(grid: Grid, changes: Mapping[str, Any]) -> Grid:
 
 
 def settings_keys() -> Sequence[str]:
+    """The keys a parameter set may hold (the fields of :class:`Settings`)."""
     return tuple(_SETTING_TYPES)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ilucid.sweep.grid import CellKey
+from ilucid.sweep.grid import METRICS, CellKey
 
 __all__ = [
     "COLUMNS",
@@ -29,36 +29,6 @@ __all__ = [
 KEY_COLUMNS = ("trace", "profile", "params", "seed")
 #: how the cell ran: these differ between two runs of one cell
 RUN_COLUMNS = ("status", "attempts", "error", "worker", "elapsed_s", "wall_s")
-#: a replay's figures (ilucid.sim.summarize, and the per-class ones of mixed cells)
-METRICS = (
-    "jobs",
-    "avg_jct",
-    "p50_jct",
-    "p95_jct",
-    "p99_jct",
-    "p999_jct",
-    "avg_queue",
-    "p50_queue",
-    "p95_queue",
-    "p99_queue",
-    "p999_queue",
-    "avg_bounded_slowdown",
-    "makespan",
-    "gpu_util",
-    "preemptions",
-    "avg_jct_small",
-    "avg_jct_large",
-    "cluster_gpus",
-    "cluster_nodes",
-    "events",
-    "start_predictions",
-    "start_error_median_s",
-    "avg_jct_training",
-    "p99_tts",
-    "inference_share",
-    "p99_queue_training",
-    "lost_gpu_hours",
-)
 COLUMNS = (*KEY_COLUMNS, "perturbation", *RUN_COLUMNS, *METRICS)
 
 
