@@ -1,169 +1,55 @@
 """The web dashboard, in a real headless Chromium against a real ``ilucid serve``.
 
-The server runs 4 virtual GPUs: a quick job has finished, two 2-GPU training
-jobs hold all four GPUs, and a third waits with a reason. Its owner's name and
-one job's command carry HTML that would run script if the page ever parsed
-them as markup. Chromium comes from Debian's ``chromium`` package (installed
-here when missing and we are root), driven by Playwright without its own
-browser download. The API additions behind the page (``/queue`` fields,
-``/nodes`` GPU holders, ``/timeline``) are tested without a browser too, so
-they are covered where Chromium cannot be had.
+The server runs 4 virtual GPUs: a quick job has finished and another failed, two
+2-GPU training jobs hold all four GPUs, and a third waits with a reason. Its
+owner's name and one job's command carry HTML that would run script if the page
+ever parsed them as markup. An earlier run of the service ended 10 minutes
+before this one started: the charts show that period as a gap. Chromium comes
+from Debian's ``chromium`` package (``dashboard_helpers``). The API additions
+behind the page (``/queue`` fields, ``/nodes`` GPU holders, ``/timeline``) are
+tested without a browser too, so they are covered where Chromium cannot be had;
+the page's layout at 1400 and 420 px is in ``test_browser_layout.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import subprocess
+import re
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+import ilucid
+from ilucid.estimators.duration import Contribution
+from ilucid.estimators.live import DurationEstimate, format_estimate
 from ilucid.service import history
-from ilucid.service.auth import create_token
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow, make_engine, migrate
 from ilucid.service.history import gpu_holders, timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, serve_command
-
-CHROMIUM = Path("/usr/bin/chromium")
-XSS = "<img src=x onerror=window.__xss=1>"
-EVIL_USER = "<img src=x onerror=window.__xss=2>"
-EVIL_TENANT = "lab<script>window.__xss=3</script>"
-
-
-# -- the server -----------------------------------------------------------------------
-@dataclass
-class Served:
-    url: str
-    data: Path
-    token: str
-    quick: str = ""
-    first: str = ""  # training, 2 GPUs, running
-    second: str = ""  # training, 2 GPUs, running; its command carries XSS
-    waiting: str = ""  # 2 GPUs, pending, submitted by EVIL_USER
-    db_url: str = ""
-    evil_token: str = ""
-
-    def get(self, path: str, token: str | None = None) -> Any:
-        auth = {"Authorization": f"Bearer {token or self.token}"}
-        response = httpx.get(self.url + path, headers=auth, timeout=10)
-        response.raise_for_status()
-        if response.headers["content-type"].startswith("application/json"):
-            return response.json()
-        return response.text
-
-    def submit(self, command: list[str], gpus: int, token: str | None = None) -> str:
-        response = httpx.post(
-            self.url + "/jobs",
-            json={"command": command, "gpus": gpus, "estimate_s": 600},
-            headers={"Authorization": f"Bearer {token or self.token}"},
-            timeout=10,
-        )
-        assert response.status_code == 201, response.text
-        return str(response.json()["id"])
-
-    def wait(self, what: str, predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.1)
-
-    def job(self, job_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.get(f"/jobs/{job_id}")
-        return result
-
-
-def _kill_leftover_jobs(data: Path) -> None:
-    """Jobs outlive a stopped service by design (a restart re-adopts them): end ours."""
-    for pid_file in (data / "jobs").glob("*/pid"):
-        fields = pid_file.read_text(encoding="utf-8").split()
-        if not fields or not fields[0].isdigit():
-            continue
-        pid = int(fields[0])
-        try:  # only the job's own runner (its command line names the job's folder)
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if str(pid_file.parent).encode() in cmdline:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+from dashboard_helpers import (
+    EARLIER_RUN_S,
+    EVIL_TENANT,
+    EVIL_USER,
+    XSS,
+    Served,
+    Tab,
+    chromium,
+    new_tab,
+    serving,
+)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("dashboard")
-    data, port, log = root / "data", free_port(), root / "serve.log"
-    with log.open("w") as output:  # a file, not a pipe nobody drains while tests run
-        process = subprocess.Popen(
-            serve_command(data, port, 4, 0.2, "--grace", "2"),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    served = Served(f"http://127.0.0.1:{port}", data, "")
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                process.wait()
-                raise AssertionError(f"serve did not start: {log.read_text()}")
-            token_file = data / "admin.token"
-            try:
-                if token_file.exists() and httpx.get(served.url + "/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        served.token = token_file.read_text(encoding="utf-8").strip()
-        served.db_url = f"sqlite:///{data.resolve() / 'ilucid.db'}"
-        engine = make_engine(served.db_url)
-        served.evil_token = create_token(engine, EVIL_USER, EVIL_TENANT)
-        engine.dispose()
-        served.quick = served.submit(["sh", "-c", "echo hello-from-quick; echo done"], 1)
-        served.wait("the quick job", lambda: served.job(served.quick)["state"] == "succeeded")
-        served.first = served.submit(["sleep", "60"], 2)
-        served.second = served.submit(["sh", "-c", 'echo "$0"; sleep 60', XSS], 2)
-
-        def launched() -> bool:
-            jobs = [served.job(served.first), served.job(served.second)]
-            return all(j["state"] == "running" and j["gpu_indices"] for j in jobs)
-
-        served.wait("both training jobs to run", launched)
-        served.waiting = served.submit(["true"], 2, token=served.evil_token)
-        served.wait(
-            "the third job to wait",
-            lambda: any(q["id"] == served.waiting and q["reason"] for q in served.get("/queue")),
-        )
-        yield served
-    finally:
-        for job_id in (served.waiting, served.first, served.second):
-            if job_id and process.poll() is None:
-                with contextlib.suppress(httpx.HTTPError):
-                    httpx.delete(
-                        f"{served.url}/jobs/{job_id}",
-                        headers={"Authorization": f"Bearer {served.token}"},
-                        timeout=10,
-                    )
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        _kill_leftover_jobs(data)
+    with serving(tmp_path_factory.mktemp("dashboard")) as running:
+        yield running
 
 
 # -- API additions, no browser ------------------------------------------------------------
@@ -201,6 +87,13 @@ def test_timeline_on_a_live_server(served: Served) -> None:
         assert (series["busy_gpus"][-1], series["running"][-1], series["pending"][-1]) == (4, 2, 1)
         assert series["busy_gpus"][0] == series["pending"][0] == 0  # the server is younger
     assert 1 in line["busy_gpus"] and max(line["busy_gpus"]) == 4
+    # the earlier run ended 10 minutes ago; this one started just before the quick job
+    [(stopped, restarted)] = hour["down"]
+    quick = served.job(served.quick)
+    assert stopped == pytest.approx(hour["now"] - EARLIER_RUN_S[1], abs=120)
+    assert stopped < restarted <= quick["submit_time"] and restarted > quick["submit_time"] - 60
+    # a window that opens while the service was down sees the rest of that period
+    assert line["down"] == [[round(line["start"], 3), restarted]]
     bad = httpx.get(
         served.url + "/timeline?minutes=0", headers={"Authorization": f"Bearer {served.token}"}
     )
@@ -212,9 +105,27 @@ def test_dashboard_page_is_self_contained_and_locked_down(served: Served) -> Non
     response = httpx.get(served.url + "/")
     assert response.status_code == 200
     csp = response.headers["content-security-policy"]
-    assert "script-src 'sha256-" in csp and "connect-src 'self'" in csp
-    assert "http://" not in response.text.replace("http://www.w3.org/2000/svg", "")
-    assert "https://" not in response.text
+    assert "script-src 'self';" in csp and "style-src 'self';" in csp
+    assert "connect-src 'self'" in csp and "unsafe" not in csp
+    page = response.text
+    assert "http://" not in page and "https://" not in page
+    # no inline script or style: every script and stylesheet is one of the service's files
+    assert "<script>" not in page and "<style" not in page and " style=" not in page
+    sources = re.findall(r'<script defer src="([^"]+)"></script>', page)
+    sheets = re.findall(r'<link rel="stylesheet" href="([^"]+)">', page)
+    assert page.count("<script") == len(sources) == 7 and len(sheets) == 2
+    vendored = Path(ilucid.__file__).parent / "vendor" / "uplot"
+    for url in sources + sheets:
+        assert url.startswith("/static/"), url
+        served_file = httpx.get(served.url + url.replace("&amp;", "&"))
+        assert served_file.status_code == 200, url
+        kind = "javascript" if url.split("?")[0].endswith(".js") else "css"
+        assert kind in served_file.headers["content-type"]
+        assert served_file.headers["x-content-type-options"] == "nosniff"
+        if "/uplot/" in url:  # the vendored library, byte for byte
+            name = url.split("/")[-1].split("?")[0]
+            assert served_file.content == (vendored / name).read_bytes()
+    assert httpx.get(served.url + "/static/../db.py").status_code == 404
 
 
 def _add_job(session: Session, job_id: str, gpus: int, end: float | None = None) -> None:
@@ -287,81 +198,17 @@ def test_gpu_holders_map_backend_indices_to_nodes() -> None:
 
 
 # -- in the browser -----------------------------------------------------------------------
-def _ensure_chromium() -> str | None:
-    """None when Debian's Chromium is there (installed now if need be), else why not."""
-    if CHROMIUM.exists():
-        return None
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return f"{CHROMIUM} is missing and cannot be installed here (needs root and apt-get)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [
-        "apt-get",
-        "install",
-        "-y",
-        "-q",
-        "--no-install-recommends",
-        "-o",
-        "DPkg::Lock::Timeout=600",
-        "chromium",
-    ]
-
-    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=1800, check=False
-        )
-
-    result = run(install)
-    if result.returncode != 0:  # stale package lists: refresh them once
-        run(["apt-get", "update", "-q"])
-        result = run(install)
-    if CHROMIUM.exists():
-        return None
-    if result.returncode == 0:
-        return f"apt-get installed chromium, but {CHROMIUM} is not there"
-    return f"apt-get install chromium failed: {(result.stderr or result.stdout)[-400:]}"
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
-    )
-    why_not = _ensure_chromium()
-    if why_not is not None:
-        pytest.skip(why_not)
-    playwright = sync_api.sync_playwright().start()
-    try:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
-
-
-@dataclass
-class Tab:
-    page: Any
-    errors: list[str]
+    with chromium() as running:
+        yield running
 
 
 @pytest.fixture
 def tab(browser: Any) -> Iterator[Tab]:
     """A fresh browser context (its own localStorage) that records every page error."""
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on(
-        "console",
-        lambda message: (
-            errors.append(f"console: {message.text}") if message.type == "error" else None
-        ),
-    )
-    page.on("pageerror", lambda error: errors.append(f"pageerror: {error}"))
-    yield Tab(page, errors)
-    context.close()
+    with new_tab(browser) as opened:
+        yield opened
 
 
 def _texts(page: Any, selector: str) -> list[str]:
@@ -397,12 +244,51 @@ def test_overview_shows_queue_running_jobs_node_map_and_charts(served: Served, t
     assert sorted(held) == sorted([served.first] * 2 + [served.second] * 2)
     assert sorted(_texts(page, "#node-map .gpu .gpu-job")) == sorted(held)
 
-    for chart in ("#chart-busy", "#chart-pending"):
-        line = page.locator(f"{chart} svg polyline.series")
-        assert line.count() == 1
-        points = (line.get_attribute("points") or "").split()
-        assert len(points) >= 4 and all("," in p for p in points)
-    assert page.get_attribute("#chart-busy polyline.series", "data-last") == "4"
+    legend = _texts(page, "#gpu-legend li")
+    assert len(legend) == 2 and legend[0] == "free GPU" and "held by a running job" in legend[1]
+
+    for chart in ("#chart-busy", "#chart-jobs"):
+        assert page.locator(f"{chart} .uplot canvas").count() == 1
+        assert int(page.get_attribute(chart, "data-points") or 0) >= 4
+    assert page.get_attribute("#chart-busy", "data-last") == "4"
+    assert _texts(page, "#chart-busy .u-legend .u-series .u-label") == [
+        "time",
+        "busy GPUs",
+        "GPUs in the cluster",
+    ]
+    # the earlier run's end until this one's start is a gap, and said in words
+    assert int(page.get_attribute("#chart-busy", "data-gaps") or 0) >= 1
+    assert "The service was down" in (page.text_content("#down-note") or "")
+    # hovering shows the values under the cursor
+    over = page.locator("#chart-busy .u-over")
+    over.scroll_into_view_if_needed()
+    box = over.bounding_box()
+    over.hover(position={"x": box["width"] - 3, "y": box["height"] / 2})
+    page.wait_for_function(
+        "() => document.querySelectorAll('#chart-busy .u-legend .u-value')[1].textContent !== '-'"
+    )
+    values = _texts(page, "#chart-busy .u-legend .u-series .u-value")
+    at = page.evaluate(
+        "(() => { const u = charts['chart-busy'].plot;"
+        " return [u.data[1][u.cursor.idx], u.data[2][u.cursor.idx]]; })()"
+    )
+    assert values[1:] == [str(v) for v in at] and at[1] == 4 and 0 <= at[0] <= 4
+
+    # the time range: 15 minutes, kept for the next visit
+    assert page.text_content("#caption-busy") == "Busy GPUs, last hour"
+    page.select_option("#range", "15")
+    page.wait_for_function(
+        "() => document.body.dataset.ready === 'overview'"
+        " && document.getElementById('caption-busy').textContent.endsWith('15 min')"
+    )
+    assert page.text_content("#caption-busy") == "Busy GPUs, last 15 min"
+    assert page.evaluate("localStorage.getItem('ilucid.range')") == "15"
+
+    # no quota configured: the panel says so, and shows what each tenant holds
+    assert "No tenant quota is configured" in (page.text_content("#quota-note") or "")
+    admin = page.locator("#quota-table tr[data-tenant=admin]")
+    assert admin.locator("td[data-col=holding]").text_content() == "4"
+    assert admin.locator("td[data-col=borrowed]").text_content() == "-"
 
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.locator("img").count() == 0
@@ -463,4 +349,73 @@ def test_token_from_the_input_box(served: Served, tab: Tab) -> None:
     page.click("#token-save")
     page.wait_for_selector("body[data-ready=overview]")
     assert page.locator(f"#queue-table tr[data-job-id={served.waiting}]").count() == 1
+    assert tab.errors == []
+
+
+def test_history_pages_and_filters_ended_jobs(served: Served, tab: Tab) -> None:
+    page = tab.page
+    page.goto(f"{served.url}/#/history&token={served.token}")
+    page.wait_for_selector("body[data-ready=history]")
+    assert page.url.endswith("#/history")
+    # newest end first: the failing job ended after the quick one
+    assert _texts(page, "#history-table td[data-col=id]") == served.ended[::-1]
+    assert page.text_content("#history-page") == "page 1 of 1 \u00b7 2 ended jobs"
+    quick = page.locator(f"#history-table tr[data-job-id={served.quick}]")
+    assert quick.locator("td[data-col=state]").text_content() == "succeeded"
+    assert quick.locator("td[data-col=exit_code]").text_content() == "0"
+
+    def filtered(state: str, user: str, expect: str) -> list[str]:
+        page.select_option("#history-state", state)
+        page.fill("#history-user", user)
+        page.click("#history-form button[type=submit]")
+        page.wait_for_function(
+            "want => document.body.dataset.ready === 'history' && location.hash === want",
+            arg=expect,
+        )
+        return _texts(page, "#history-table td[data-col=id]")
+
+    failing = served.ended[1]
+    assert filtered("failed", "", "#/history?state=failed") == [failing]
+    assert page.text_content(
+        f"#history-table tr[data-job-id={failing}] td[data-col=exit_code]"
+    ) == ("3")
+    by_user = filtered("", EVIL_USER, "#/history?user=" + quote_plus(EVIL_USER))
+    assert by_user == [failing]
+    assert filtered("cancelled", "", "#/history?state=cancelled") == []
+    assert page.is_visible("#history-empty")
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert tab.errors == []
+
+
+def test_job_page_shows_expected_start_and_the_estimate_terms(served: Served, tab: Tab) -> None:
+    # the quick job's estimate as the live duration model explains one (two terms)
+    terms = (Contribution("num_gpus", 0.4, "num_gpus=1"), Contribution("user", -0.2, "user=admin"))
+    note = format_estimate(DurationEstimate(1234.0, "v2", 6.9, terms, ""))
+    engine = make_engine(served.db_url)
+    with Session(engine) as session:
+        session.execute(update(JobRow).where(JobRow.id == served.quick).values(estimate_note=note))
+        session.commit()
+    engine.dispose()
+    page = tab.page
+    page.goto(f"{served.url}/#/job/{served.quick}&token={served.token}")
+    page.wait_for_selector(f"body[data-ready='job:{served.quick}']")
+    assert note in (page.text_content("#job-estimate") or "")
+    assert _texts(page, "#job-terms td[data-col=term]") == [
+        "baseline of model v2 (intercept)",
+        "num_gpus=1",
+        "user=admin",
+    ]
+    assert _texts(page, "#job-terms td[data-col=value]") == ["6.90", "+0.40", "-0.20"]
+    assert page.text_content("#job-expected") == "started " + page.evaluate(
+        "t => stamp(t)", served.job(served.quick)["first_start"]
+    )
+
+    page.goto(f"{served.url}/#/job/{served.waiting}")
+    page.wait_for_selector(f"body[data-ready='job:{served.waiting}']")
+    outlook = served.get(f"/views/jobs/{served.waiting}")
+    [queued] = [q for q in served.get("/queue") if q["id"] == served.waiting]
+    assert outlook["position"] == 1 and outlook["expected_start"] is not None
+    assert outlook["expected_start"] == pytest.approx(queued["expected_start"], abs=5)
+    expected = page.text_content("#job-expected") or ""
+    assert expected.endswith("(position 1)") and page.is_hidden("#job-terms")
     assert tab.errors == []

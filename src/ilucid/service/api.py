@@ -21,8 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from ilucid.service import routes_admin, routes_cluster, routes_jobs
-from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML
+from ilucid.service import routes_admin, routes_cluster, routes_jobs, routes_views
+from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML, static_files
 from ilucid.service.edge import MAX_BODY_BYTES, BodyLimit, SecurityHeaders, json_safe
 from ilucid.service.scheduler_service import SchedulerService
 
@@ -75,5 +75,7 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
     app.include_router(routes_jobs.router)
     app.include_router(routes_cluster.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_views.router)  # history, quotas, job outlook; records uptime
     app.add_api_route("/", _dashboard, methods=["GET"], response_class=HTMLResponse)
+    app.mount("/static", static_files(), name="static")  # the dashboard's scripts, uPlot
     return app

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from ilucid.core import JobClass
 from ilucid.service.db import JobRow, TransitionRow
 from ilucid.service.scheduler_service import SchedulerService
+from ilucid.service.uptime import down_periods
 
 __all__ = ["TIMELINE_POINTS", "export_history", "gpu_holders", "timeline"]
 
@@ -89,6 +90,9 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
     the state at ``start`` and the last is ``end``. When there are more than
     :data:`TIMELINE_POINTS` changes, each of as many equal slices of the window
     keeps only its last value (a short spike inside one slice may not show).
+    ``down`` lists the ``[from, to]`` periods of the window when the service was not
+    running (:func:`ilucid.service.uptime.down_periods`): the series say nothing
+    about them, and charts draw them as gaps.
     """
     query = (
         select(TransitionRow.time, TransitionRow.from_state, TransitionRow.to_state, JobRow.gpus)
@@ -137,4 +141,5 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
         "busy_gpus": busy_series,
         "pending": pending_series,
         "running": running_series,
+        "down": [[round(a, 3), round(b, 3)] for a, b in down_periods(engine, start, end)],
     }

@@ -1,0 +1,64 @@
+// The history page (#/history?state=&user=&tenant=&page=): ended jobs, newest first,
+// a page at a time. Users see their own jobs; admins everyone's.
+'use strict';
+const HISTORY_ROUTE = /^#[/]history(?:[?](.*))?$/;
+const HISTORY_PAGE = 25;
+
+function historyQuery(hash) {
+  const match = hash.match(HISTORY_ROUTE);
+  const params = new URLSearchParams(match && match[1] ? match[1] : '');
+  const page = Math.max(1, parseInt(params.get('page') || '1', 10) || 1);
+  return {state: params.get('state') || '', user: params.get('user') || '',
+    tenant: params.get('tenant') || '', page: page};
+}
+
+function historyHash(query) {
+  const params = new URLSearchParams();
+  for (const key of ['state', 'user', 'tenant']) if (query[key]) params.set(key, query[key]);
+  if (query.page > 1) params.set('page', String(query.page));
+  const text = params.toString();
+  return '#/history' + (text ? '?' + text : '');
+}
+
+async function loadHistory(hash) {
+  const query = historyQuery(hash);
+  const params = new URLSearchParams({page: String(query.page), per_page: String(HISTORY_PAGE)});
+  for (const key of ['state', 'user', 'tenant']) if (query[key]) params.set(key, query[key]);
+  const answer = await api('/views/history?' + params.toString());
+  if (location.hash !== hash) return false;
+  // the form shows the filters in force (unless the user is typing in it)
+  if (!$('history-form').contains(document.activeElement)) {
+    $('history-state').value = query.state;
+    $('history-user').value = query.user;
+    $('history-tenant').value = query.tenant;
+  }
+  $('history-users').replaceChildren(...answer.users.map(u => el('option', {value: u})));
+  $('history-tenants').replaceChildren(...answer.tenants.map(t => el('option', {value: t})));
+  fill('history-table', answer.jobs.map(j => el('tr', {'data-job-id': j.id},
+    cell('id', jobLink(j.id)), cell('user', j.user), cell('tenant', j.tenant),
+    cell('class', j['class']), numCell('gpus', j.gpus),
+    cell('state', el('span', {class: 'state'}, j.state)),
+    numCell('exit_code', j.exit_code === null ? '-' : j.exit_code),
+    cell('waited', duration(j.submit_time, j.first_start)),
+    cell('ran', duration(j.first_start, j.end_time)),
+    timeCell('ended', j.end_time, false))), 'history-empty');
+  $('history-page').textContent = 'page ' + answer.page + ' of ' + answer.pages + ' \u00b7 '
+    + answer.total + ' ended job' + (answer.total === 1 ? '' : 's');
+  $('history-prev').disabled = answer.page <= 1;
+  $('history-next').disabled = answer.page >= answer.pages;
+  return true;
+}
+
+function setUpHistory() {
+  $('history-form').addEventListener('submit', event => {
+    event.preventDefault();
+    location.hash = historyHash({state: $('history-state').value,
+      user: $('history-user').value.trim(), tenant: $('history-tenant').value.trim(), page: 1});
+  });
+  for (const [id, step] of [['history-prev', -1], ['history-next', 1]]) {
+    $(id).addEventListener('click', () => {
+      const query = historyQuery(location.hash);
+      location.hash = historyHash({...query, page: Math.max(1, query.page + step)});
+    });
+  }
+}

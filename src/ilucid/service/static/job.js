@@ -1,0 +1,99 @@
+// A job's page (#/job/<id>): why it is where it is, its expected start, its
+// estimate with the model's terms, its fields, transitions, decisions, profile, output.
+'use strict';
+const LOG_LINES = 40;
+const JOB_ROUTE = /^#[/]job[/]([^/?&#]+)/;
+
+function expectedText(outlook, job) {
+  if (outlook.state === 'pending') {
+    const where = outlook.position === null ? '' : ' (position ' + outlook.position + ')';
+    if (outlook.expected_start === null) return 'unknown' + where
+      + ': no estimate of when the jobs ahead of it end';
+    return expected(outlook.expected_start) + ', at ' + stamp(outlook.expected_start) + where;
+  }
+  if (job.first_start !== null) return 'started ' + stamp(job.first_start);
+  return 'never started';
+}
+
+function drawEstimate(estimate) {
+  $('job-estimate').textContent = estimate.text;
+  const model = estimate.model;
+  const table = $('job-terms');
+  table.hidden = !model;
+  if (!model) return;
+  const factor = v => '\u00d7' + Math.exp(v).toFixed(2);
+  const rows = [el('tr', {'data-term': 'intercept'},
+    cell('term', 'baseline of model ' + model.version + ' (intercept)'),
+    numCell('value', model.intercept.toFixed(2)),
+    numCell('factor', Math.round(Math.expm1(model.intercept)).toLocaleString() + ' s'))];
+  for (const t of model.terms) {
+    rows.push(el('tr', {'data-term': t.term}, cell('term', t.term),
+      numCell('value', (t.value >= 0 ? '+' : '') + t.value.toFixed(2)),
+      numCell('factor', factor(t.value))));
+  }
+  fill('job-terms', rows);
+}
+
+function drawJobTables(job, explain) {
+  const fields = [
+    ['state', job.state], ['user', job.user], ['tenant', job.tenant], ['class', job['class']],
+    ['gpus', job.gpus], ['gpu_indices', job.gpu_indices || '-'],
+    ['command', job.command.map(shellWord).join(' ')],
+    ['submitted', stamp(job.submit_time)], ['first start', stamp(job.first_start)],
+    ['ended', stamp(job.end_time)],
+    ['exit code', job.exit_code === null ? '-' : job.exit_code],
+    ['preemptions', job.preemptions]];
+  fill('job-fields', fields.map(([k, v]) => el('tr', {'data-field': k},
+    el('th', {}, k), cell('value', v))));
+  fill('job-transitions', job.transitions.map(t => el('tr', {},
+    timeCell('time', t.time, false), cell('from', t.from || '-'), cell('to', t.to),
+    cell('reason', t.reason))));
+  fill('job-decisions', explain.decisions.map(d => el('tr', {},
+    timeCell('time', d.time, false), cell('action', d.action), cell('code', d.code),
+    cell('message', d.message))), 'job-decisions-empty');
+}
+
+function drawProfile(profile) {
+  const p = $('job-profile');
+  if (!profile.samples) {
+    p.replaceChildren(el('span', {class: 'empty'}, 'No profiler samples for this job.'));
+    return;
+  }
+  const rows = Object.entries(profile).map(([k, v]) => el('tr', {'data-field': k},
+    el('th', {}, k.split('_').join(' ')), numCell('value', Number.isInteger(v) ? v : v.toFixed(1))));
+  p.replaceChildren(el('table', {class: 'cards'}, el('tbody', {}, ...rows)));
+}
+
+async function loadJob(id, hash) {
+  const base = '/jobs/' + encodeURIComponent(id);
+  let job;
+  try {
+    job = await api(base);
+  } catch (e) {
+    if (location.hash !== hash) return false;
+    if (e.status !== 404) throw e;
+    $('job-title').textContent = 'Job ' + id;
+    $('job-error').textContent = e.message;
+    $('job-error').hidden = false;
+    $('job-body').hidden = true;
+    return true;
+  }
+  const [explain, outlook, profile, log] = await Promise.all([
+    api(base + '/explain'), api('/views' + base), api(base + '/profile'),
+    api(base + '/logs?stream=stdout', true)]);
+  if (location.hash !== hash) return false;
+  state.skew = outlook.now - Date.now() / 1000;
+  $('job-error').hidden = true;
+  $('job-body').hidden = false;
+  $('job-title').replaceChildren('Job ' + job.id + ' ',
+    el('span', {class: 'state', 'data-testid': 'job-state'}, job.state));
+  $('job-why').textContent = explain.why;
+  $('job-expected').textContent = expectedText(outlook, job);
+  drawEstimate(outlook.estimate);
+  drawJobTables(job, explain);
+  drawProfile(profile);
+  const lines = log.split('\n');
+  if (lines.length && lines[lines.length - 1] === '') lines.pop();
+  $('job-log').textContent = lines.length ? lines.slice(-LOG_LINES).join('\n') : '(no output)';
+  return true;
+}
