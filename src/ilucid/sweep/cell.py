@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from typing import Any
 
 from ilucid.core import Cluster, JobClass, JobSpec, RestoreOverhead, SchedulerConfig
@@ -149,7 +150,10 @@ def run_cell(cell: Cell) -> dict[str, Any]:
                 tiresias_interval=settings.tiresias_interval,
                 tiresias_threshold=settings.tiresias_threshold,
             )
-        with _REPLAY:
+        with _REPLAY, warnings.catch_warnings():
+            # in a Dask worker joblib runs the estimators' fits in one job (as in the
+            # simulator's forked workers): the same figures, no need to say so per fit
+            warnings.filterwarnings("ignore", message="Inside a Dask worker with daemon=True")
             (run,) = run_policies(jobs, cluster, [profile], config, options, processes=1)
     except (ValueError, OSError, RuntimeError) as exc:
         raise CellFailed(str(exc)) from None

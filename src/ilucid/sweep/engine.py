@@ -10,6 +10,7 @@ finished cell is written to the table as it ends, in whatever order cells end.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -68,8 +69,14 @@ def open_client(workers: int, scheduler: str | None = None) -> Iterator[Client |
         with Client(scheduler, timeout="30s") as client:  # type: ignore[no-untyped-call, unused-ignore]
             yield client
         return
+    # the workers' own warnings (e.g. one slow to stop on a loaded machine) are not the
+    # user's business: a cell that fails is reported by the sweep itself
     cluster = LocalCluster(  # type: ignore[no-untyped-call, unused-ignore]
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.ERROR,
     )
     try:
         with Client(cluster) as client:  # type: ignore[no-untyped-call, unused-ignore]
