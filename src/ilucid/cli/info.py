@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ilucid.cli.common import Command
+from ilucid.cli.tables import render_table
 from ilucid.core.policies import DEFAULT_PROFILE, PROFILES
-from ilucid.traces import KNOWN_TRACES, trace_dir
+from ilucid.traces import KNOWN_INFERENCE, KNOWN_TRACES, trace_dir
+from ilucid.traces.sources import expected_files, source_of
 
 __all__ = ["COMMANDS"]
 
@@ -31,12 +34,38 @@ def _policies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _traces(args: argparse.Namespace) -> int:
+def _trace_folder() -> tuple[Path | None, str]:
+    """The folder trace names resolve in, and a line saying where that came from."""
     directory = trace_dir()
-    for name, relative in KNOWN_TRACES.items():
-        where = directory / relative if directory else None
-        state = "found" if where and where.exists() else "not found"
-        print(f"{name:10s} {relative} ({state})")
+    if directory is None:
+        return None, (
+            "trace folder: none. ILUCID_TRACE_DIR is not set and there is no default"
+            " folder, so no trace name resolves (a file path still works); set it to a"
+            " folder laid out as below"
+        )
+    state = "" if directory.is_dir() else "; it does not exist"
+    return directory, f"trace folder: {directory} (from ILUCID_TRACE_DIR{state})"
+
+
+def _traces(args: argparse.Namespace) -> int:
+    """Each short name, the files it expects in the trace folder, and whether they are there."""
+    directory, heading = _trace_folder()
+    print(heading)
+    rows: list[tuple[str, str, str, str]] = []
+    for name in [*KNOWN_TRACES, *KNOWN_INFERENCE]:
+        for index, expected in enumerate(expected_files(name)):
+            if directory is None:
+                state = "-"
+            else:
+                state = "found" if (directory / expected.relative).is_file() else "missing"
+            shown = expected.relative + ("" if expected.required else f" ({expected.role})")
+            source = source_of(expected.relative).repository if index == 0 else ""
+            rows.append((name if index == 0 else "", shown, state, source))
+    print(render_table(("name", "expects in the folder", "state", "from"), rows, align="llll"))
+    print(
+        "how to download each trace, its licence and this layout: docs/traces.md;"
+        " `--trace synthetic` needs no file"
+    )
     return 0
 
 
@@ -46,5 +75,10 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 COMMANDS = (
     Command("policies", "list the scheduling policies", _no_arguments, _policies),
-    Command("traces", "list the trace names resolved in ILUCID_TRACE_DIR", _no_arguments, _traces),
+    Command(
+        "traces",
+        "the folder trace names resolve in (ILUCID_TRACE_DIR) and the files each name expects",
+        _no_arguments,
+        _traces,
+    ),
 )
