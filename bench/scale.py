@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import itertools
 import json
 import math
 import pstats
@@ -47,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ilucid.core import Action, Cluster, JobSpec, JobStatus, Placement, ProfileReport, Scheduler
@@ -73,6 +75,10 @@ class Cell:
     cold_starts: int = 0
     cold_preempts: int = 0
     churn_ms: tuple[float, ...] = ()
+    #: CPU time of this process in the same passes: what a pass costs when the
+    #: shared machine's other work takes the cores from it (wall time counts that too)
+    cold_cpu_ms: float = math.nan
+    churn_cpu_ms: tuple[float, ...] = ()
     churn_decisions: float = 0.0
     peak_mib: float = math.nan
     error: str = ""
@@ -82,11 +88,18 @@ class Cell:
         return statistics.median(self.churn_ms) if self.churn_ms else math.nan
 
     @property
+    def p50_cpu(self) -> float:
+        return statistics.median(self.churn_cpu_ms) if self.churn_cpu_ms else math.nan
+
+    @property
     def p99(self) -> float:
         if not self.churn_ms:
             return math.nan
         ordered = sorted(self.churn_ms)
         return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+Reporter = Callable[[Cell], None]
 
 
 class _Packer:
@@ -192,40 +205,64 @@ def _churn(scheduler: Scheduler, work: _Workload, now: float) -> None:
         scheduler.submit(spec, now)
 
 
-def _timed_pass(scheduler: Scheduler, now: float) -> tuple[float, list[Action]]:
+def _timed_pass(scheduler: Scheduler, now: float) -> tuple[float, float, list[Action]]:
+    """One pass: its wall and CPU time in ms, and what it decided."""
     gc.collect()
+    cpu = time.process_time()
     began = time.perf_counter()
     decisions = scheduler.schedule(now)
     elapsed = time.perf_counter() - began
-    return elapsed * 1000.0, [d.action for d in decisions]
+    cpu = time.process_time() - cpu
+    return elapsed * 1000.0, cpu * 1000.0, [d.action for d in decisions]
 
 
-def measure(nodes: int, pending: int, passes: int, seed: int, budget_s: float) -> Cell:
+def measure(
+    nodes: int, pending: int, passes: int, seed: int, budget_s: float, report: Reporter
+) -> Cell:
     """One cell, in this process: build, one cold pass, then churn passes (at most
-    ``budget_s`` of wall time for them, at least one)."""
+    ``budget_s`` of wall time for them, at least one). ``report`` hears the cell
+    after every step, so a cell stopped from outside still says what it did."""
     began = time.perf_counter()
     scheduler, work = build(nodes, pending, seed)
     cell = Cell(nodes, pending, setup_s=time.perf_counter() - began)
     cell.running = sum(1 for j in scheduler.jobs.values() if j.status is JobStatus.RUNNING)
-    cell.cold_ms, actions = _timed_pass(scheduler, 0.0)
+    report(cell)
+    cell.cold_ms, cell.cold_cpu_ms, actions = _timed_pass(scheduler, 0.0)
     cell.cold_starts = actions.count(Action.START)
     cell.cold_preempts = actions.count(Action.PREEMPT)
-    times: list[float] = []
+    report(cell)
     decided = 0
     churn_began = time.perf_counter()
     now = 0.0
     for _ in range(passes):
         now += INTERVAL_S
         _churn(scheduler, work, now)
-        elapsed, actions = _timed_pass(scheduler, now)
-        times.append(elapsed)
+        elapsed, cpu, actions = _timed_pass(scheduler, now)
+        cell.churn_ms = (*cell.churn_ms, elapsed)
+        cell.churn_cpu_ms = (*cell.churn_cpu_ms, cpu)
         decided += len(actions)
+        cell.churn_decisions = decided / len(cell.churn_ms)
+        report(cell)
         if time.perf_counter() - churn_began > budget_s:
             break
-    cell.churn_ms = tuple(times)
-    cell.churn_decisions = decided / max(1, len(times))
-    cell.peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return cell
+
+
+def _print_cell(cell: Cell) -> None:
+    """A child's report: the cell so far, with this process's peak RSS, as a JSON line."""
+    cell.peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps(asdict(cell)), flush=True)
+
+
+def _last_cell(output: str | bytes | None) -> Cell | None:
+    text = output.decode() if isinstance(output, bytes) else output or ""
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    if not lines:
+        return None
+    fields = json.loads(lines[-1])
+    fields["churn_ms"] = tuple(fields["churn_ms"])
+    fields["churn_cpu_ms"] = tuple(fields["churn_cpu_ms"])
+    return Cell(**fields)
 
 
 def _run_cell(nodes: int, pending: int, args: argparse.Namespace) -> Cell:
@@ -249,15 +286,25 @@ def _run_cell(nodes: int, pending: int, args: argparse.Namespace) -> Cell:
         child = subprocess.run(
             command, capture_output=True, text=True, timeout=args.cell_timeout_s, check=False
         )
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as stopped:
         spent = time.perf_counter() - began
-        return Cell(nodes, pending, error=f"stopped after {spent:.0f} s (--cell-timeout-s)")
+        cell = _last_cell(stopped.stdout) or Cell(nodes, pending)
+        cell.error = f"stopped after {spent:.0f} s (--cell-timeout-s); {_stage(cell)}"
+        return cell
+    cell = _last_cell(child.stdout) or Cell(nodes, pending)
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or ["no output"])[-1]
-        return Cell(nodes, pending, error=f"failed (exit {child.returncode}): {last}")
-    fields = json.loads(child.stdout.strip().splitlines()[-1])
-    fields["churn_ms"] = tuple(fields["churn_ms"])
-    return Cell(**fields)
+        cell.error = f"failed (exit {child.returncode}: {last}); {_stage(cell)}"
+    return cell
+
+
+def _stage(cell: Cell) -> str:
+    """What a stopped cell had done."""
+    if not cell.running:
+        return "while building the state"
+    if math.isnan(cell.cold_ms):
+        return f"built in {cell.setup_s:.0f} s, during the cold pass"
+    return f"after the cold pass and {len(cell.churn_ms)} churn pass(es)"
 
 
 def _ms(value: float) -> str:
@@ -265,48 +312,58 @@ def _ms(value: float) -> str:
 
 
 def table(cells: list[Cell]) -> str:
-    """The printed table: one row a cell; a failed cell says what it did."""
+    """The printed table: one row a cell (times in ms: wall, and this process's CPU);
+    a stopped cell shows what it measured and says where it stopped."""
     head = (
-        f"{'nodes':>7} {'GPUs':>8} {'pending':>8} {'running':>8} {'cold ms':>10}"
-        f" {'(starts/preempts)':>18} {'churn p50':>10} {'churn p99':>10} {'passes':>6}"
-        f" {'decisions':>9} {'peak MiB':>9} {'setup s':>8}"
+        f"{'nodes':>6} {'GPUs':>7} {'pending':>7} {'running':>7} | {'cold':>9} {'cold cpu':>9}"
+        f" {'starts/preempts':>15} | {'churn p50':>9} {'p99':>9} {'p50 cpu':>9} {'passes':>6}"
+        f" {'decided':>7} | {'peak MiB':>8} {'setup s':>7}"
     )
     lines = [head, "-" * len(head)]
     for c in cells:
         gpus = c.nodes * GPUS_PER_NODE
-        if c.error:
-            lines.append(f"{c.nodes:>7,} {gpus:>8,} {c.pending:>8,}  {c.error}")
+        if not c.running:
+            lines.append(f"{c.nodes:>6,} {gpus:>7,} {c.pending:>7,}  {c.error}")
             continue
         lines.append(
-            f"{c.nodes:>7,} {gpus:>8,} {c.pending:>8,} {c.running:>8,} {_ms(c.cold_ms):>10}"
-            f" {f'({c.cold_starts:,}/{c.cold_preempts:,})':>18} {_ms(c.p50):>10}"
-            f" {_ms(c.p99):>10} {len(c.churn_ms):>6} {c.churn_decisions:>9,.0f}"
-            f" {c.peak_mib:>9,.0f} {c.setup_s:>8,.1f}"
+            f"{c.nodes:>6,} {gpus:>7,} {c.pending:>7,} {c.running:>7,} | {_ms(c.cold_ms):>9}"
+            f" {_ms(c.cold_cpu_ms):>9} {f'{c.cold_starts:,}/{c.cold_preempts:,}':>15} |"
+            f" {_ms(c.p50):>9} {_ms(c.p99):>9} {_ms(c.p50_cpu):>9} {len(c.churn_ms):>6}"
+            f" {c.churn_decisions:>7,.0f} | {c.peak_mib:>8,.0f} {c.setup_s:>7,.1f}"
         )
+        if c.error:
+            lines.append(f"{'':>6} ^ {c.error}")
     return "\n".join(lines)
 
 
+def _crossing(cells: list[Cell], value: Callable[[Cell], float]) -> str:
+    """Between which node counts a measure crosses the line, at one pending size
+    (log-log interpolation between the two measured cells around it)."""
+    measured = sorted((c for c in cells if not math.isnan(value(c))), key=lambda c: c.nodes)
+    if not measured:
+        return "not measured"
+    if value(measured[0]) > LINE_MS:
+        return f"over already at {measured[0].nodes:,} nodes"
+    for low, high in itertools.pairwise(measured):
+        if value(high) > LINE_MS >= value(low):
+            slope = math.log(value(high) / value(low)) / math.log(high.nodes / low.nodes)
+            at = low.nodes * (LINE_MS / value(low)) ** (1 / slope)
+            return f"between {low.nodes:,} and {high.nodes:,} nodes (~{at:,.0f} by log-log)"
+    return f"under up to {measured[-1].nodes:,} nodes"
+
+
 def crossings(cells: list[Cell]) -> list[str]:
-    """Where each measure first exceeds the 100 ms line, by pending size."""
+    """Where each measure crosses the 100 ms line, by pending size."""
     lines = []
-    for label, value in (
+    measures: tuple[tuple[str, Callable[[Cell], float]], ...] = (
         ("cold pass", lambda c: c.cold_ms),
         ("churn p50", lambda c: c.p50),
         ("churn p99", lambda c: c.p99),
-    ):
-        over = [c for c in cells if not c.error and value(c) > LINE_MS]
-        under = [c for c in cells if not c.error and value(c) <= LINE_MS]
-        if not over:
-            lines.append(f"{label}: under {LINE_MS:g} ms in every measured cell")
-            continue
-        where = ", ".join(f"{c.nodes:,} nodes x {c.pending:,} pending" for c in over)
-        largest = max(under, key=lambda c: (c.nodes * GPUS_PER_NODE, c.pending), default=None)
-        below = (
-            f"; largest cell under it: {largest.nodes:,} x {largest.pending:,}"
-            if largest is not None
-            else "; no measured cell is under it"
-        )
-        lines.append(f"{label}: over {LINE_MS:g} ms at {where}{below}")
+    )
+    for pending in sorted({c.pending for c in cells}):
+        row = [c for c in cells if c.pending == pending]
+        where = "; ".join(f"{label} {_crossing(row, value)}" for label, value in measures)
+        lines.append(f"{LINE_MS:g} ms line, {pending:,} pending: {where}")
     return lines
 
 
@@ -370,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         limit = int(args.max_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         nodes, pending = (int(v) for v in args.cell.split("x"))
-        cell = measure(nodes, pending, args.passes, args.seed, args.budget_s)
-        print(json.dumps(asdict(cell)))
+        measure(nodes, pending, args.passes, args.seed, args.budget_s, _print_cell)
         return 0
     if args.profile:
         profile(args.nodes[0], args.pending[0], args.seed, args.top)
@@ -388,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         for pending in args.pending:
             cell = _run_cell(nodes, pending, args)
             cells.append(cell)
-            print(table([cell]).splitlines()[-1], flush=True)
+            print("\n".join(table([cell]).splitlines()[2:]), flush=True)
     print()
     print(table(cells))
     for line in crossings(cells):

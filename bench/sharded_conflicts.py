@@ -19,12 +19,19 @@ owning the jobs whose id hashes to it, all seeing the whole cluster (see
   difference to ``optimistic`` is what conflicts cost; the difference of
   ``locked`` to N = 1 is what splitting the decisions costs.
 
+Each mode runs with the default profile unchanged in every scheduler (its
+re-plan hands out the whole cluster's GPUs to its own jobs), and with
+``+reach`` (:class:`ilucid.sim.sharded.ReachableDefault`: it re-plans within
+the free GPUs and its own jobs'); ``--capacity`` picks one.
+
 Printed per run: passes in which some scheduler claimed GPUs, claims,
 conflicts (refused claims), the conflict rate, the share of such passes with a
 conflict, the mean extra rounds per pass, the most rounds a pass took, the
 modelled decision latency of a pass (the slowest scheduler of each round,
-summed; the locked mode sums every scheduler), mean and p99 JCT, preemptions,
-and the replay's wall time.
+summed; the locked mode sums every scheduler), mean and p99 JCT, preemptions
+(those the replay carried out), the preemptions committed beside a refused start
+("stranded": GPUs freed for a job that then did not start there), and the
+replay's wall time.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.lucid_world import LucidWorld
 from ilucid.sim.metrics import percentile
-from ilucid.sim.sharded import ShardStats, simulate_sharded
+from ilucid.sim.sharded import ReachableDefault, ShardStats, simulate_sharded
 from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace, trace_dir
 
 
@@ -63,7 +70,9 @@ def _load(name: str, limit: int | None) -> tuple[list[JobSpec], Cluster]:
     return [j for j in trace.jobs if j.id not in refused], cluster
 
 
-def run(jobs: list[JobSpec], cluster: Cluster, shards: int, seed: int, locked: bool) -> Row:
+def run(
+    jobs: list[JobSpec], cluster: Cluster, shards: int, seed: int, locked: bool, reachable: bool
+) -> Row:
     annotator = WalkForwardEstimates(jobs)
     profiles = profile_dir()
     world = LucidWorld.from_directory(profiles, annotator) if profiles is not None else None
@@ -71,7 +80,7 @@ def run(jobs: list[JobSpec], cluster: Cluster, shards: int, seed: int, locked: b
     result, stats = simulate_sharded(
         jobs,
         cluster,
-        lambda: make_policy("ilucid"),
+        ReachableDefault if reachable else lambda: make_policy("ilucid"),
         shards,
         seed=seed,
         annotator=annotator,
@@ -82,7 +91,7 @@ def run(jobs: list[JobSpec], cluster: Cluster, shards: int, seed: int, locked: b
     jcts = sorted(r.jct for r in result.records)
     return Row(
         shards,
-        "locked" if locked else "optimistic",
+        ("locked" if locked else "optimistic") + ("+reach" if reachable else ""),
         stats,
         sum(jcts) / len(jcts),
         percentile(jcts, 99),
@@ -93,9 +102,10 @@ def run(jobs: list[JobSpec], cluster: Cluster, shards: int, seed: int, locked: b
 
 def table(rows: list[Row]) -> str:
     head = (
-        f"{'N':>2} {'mode':>10} {'passes':>7} {'claims':>7} {'conflicts':>9} {'rate':>6}"
+        f"{'N':>2} {'mode':>16} {'passes':>7} {'claims':>7} {'conflicts':>9} {'rate':>6}"
         f" {'passes w/ c.':>12} {'extra rnd':>9} {'max rnd':>7} {'lat p50 ms':>10}"
-        f" {'lat p99 ms':>10} {'mean JCT s':>10} {'p99 JCT s':>10} {'preempt':>7} {'wall s':>6}"
+        f" {'lat p99 ms':>10} {'mean JCT s':>10} {'p99 JCT s':>10} {'preempt':>7}"
+        f" {'stranded':>8} {'wall s':>6}"
     )
     lines = [head, "-" * len(head)]
     for row in rows:
@@ -103,11 +113,12 @@ def table(rows: list[Row]) -> str:
         latency = sorted(s.latency_s)
         share = s.passes_with_conflict / s.passes if s.passes else 0.0
         lines.append(
-            f"{row.shards:>2} {row.mode:>10} {s.passes:>7,} {s.claims:>7,} {s.conflicts:>9,}"
+            f"{row.shards:>2} {row.mode:>16} {s.passes:>7,} {s.claims:>7,} {s.conflicts:>9,}"
             f" {s.conflict_rate:>6.1%} {share:>12.1%} {s.extra_rounds:>9.3f}"
             f" {max(s.rounds, default=0):>7} {percentile(latency, 50) * 1000:>10.2f}"
             f" {percentile(latency, 99) * 1000:>10.2f} {row.mean_jct:>10,.0f}"
-            f" {row.p99_jct:>10,.0f} {row.preemptions:>7,} {row.wall_s:>6.0f}"
+            f" {row.p99_jct:>10,.0f} {row.preemptions:>7,} {s.stranded_preemptions:>8,}"
+            f" {row.wall_s:>6.0f}"
         )
     return "\n".join(lines)
 
@@ -119,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="commit order seed")
     parser.add_argument("--limit", type=int, default=None, help="first N jobs only")
     parser.add_argument("--no-locked", action="store_true", help="skip the locked baseline")
+    parser.add_argument(
+        "--capacity",
+        choices=("cluster", "reachable", "both"),
+        default="both",
+        help="each scheduler re-plans over the whole cluster (the profile unchanged),"
+        " over the GPUs it can reach (free + its own), or both (default)",
+    )
     args = parser.parse_args(argv)
     if trace_dir() is None:
         print("bench/sharded_conflicts.py needs ILUCID_TRACE_DIR", file=sys.stderr)
@@ -133,10 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     rows: list[Row] = []
-    for shards in counts:
-        for locked in (False, True) if shards > 1 and not args.no_locked else (False,):
-            rows.append(run(jobs, cluster, shards, args.seed, locked))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    variants = {"cluster": (False,), "reachable": (True,), "both": (False, True)}[args.capacity]
+    for reachable in variants:
+        for shards in counts:
+            if shards == 1 and reachable and len(variants) > 1:
+                continue  # one scheduler reaches every GPU: the same replay as above
+            for locked in (False, True) if shards > 1 and not args.no_locked else (False,):
+                rows.append(run(jobs, cluster, shards, args.seed, locked, reachable))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
     return 0

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ilucid.core import Action, Cluster, JobSpec, JobStatus, make_policy
+from ilucid.core.policies.default import DefaultPolicy
 from ilucid.sim import simulate
 from ilucid.sim.engine import SimResult
 from ilucid.sim.estimates import WalkForwardEstimates
-from ilucid.sim.sharded import ShardedScheduler, simulate_sharded
+from ilucid.sim.sharded import ReachableDefault, ShardedScheduler, simulate_sharded
 from ilucid.traces import cluster_for_load, synthetic_trace
 
 Outcome = list[tuple[str, float, float, int]]
@@ -31,6 +32,11 @@ def test_one_scheduler_is_the_plain_replay_and_never_conflicts() -> None:
     assert stats.claims > 0
     assert stats.conflicts == 0
     assert set(stats.rounds) == {1}
+    # alone, a scheduler reaches every GPU: re-planning within them changes nothing
+    reachable, _ = simulate_sharded(
+        jobs, cluster, ReachableDefault, 1, annotator=WalkForwardEstimates(jobs)
+    )
+    assert _outcome(reachable) == _outcome(plain)
 
 
 def _two_on_one_gpu(concurrent: bool) -> ShardedScheduler:
@@ -101,3 +107,26 @@ def test_a_seed_gives_the_same_replay_and_commits_never_overbook() -> None:
     assert first_stats.conflicts > 0  # four schedulers on a loaded cluster do collide
     assert all(r.end >= r.first_start >= r.submit for r in first.records)
     assert len(first.records) == len(jobs)
+
+
+def _idle_gpu_case(policy: type[DefaultPolicy]) -> list[str]:
+    """b (shard 1) holds one of two GPUs; shard 0 queues a 2-GPU job ahead of a
+    1-GPU one. What shard 0 starts."""
+    sharded = ShardedScheduler(
+        Cluster.homogeneous(1, 2),
+        [policy(), policy()],
+        partition=lambda spec: 1 if spec.id == "b" else 0,
+    )
+    sharded.submit(JobSpec("b", 0.0, 1, 1e5, estimate=1e5), 0.0)
+    assert [d.job_id for d in sharded.schedule(0.0)] == ["b"]
+    sharded.submit(JobSpec("wide", 60.0, 2, 10.0, estimate=10.0), 60.0)
+    sharded.submit(JobSpec("small", 60.0, 1, 100.0, estimate=100.0), 60.0)
+    return [d.job_id for d in sharded.schedule(60.0) if d.action is Action.START]
+
+
+def test_a_scheduler_replanning_the_whole_cluster_leaves_a_gpu_idle() -> None:
+    # unchanged, shard 0 gives the wide job (first in its order) both GPUs of its quota,
+    # cannot place it (b holds one), and the small job waits beside the free GPU
+    assert _idle_gpu_case(DefaultPolicy) == []
+    # within the GPUs it can reach (one free, none of its own), the small job starts
+    assert _idle_gpu_case(ReachableDefault) == ["small"]

@@ -55,11 +55,19 @@ from ilucid.core import (
     Scheduler,
     SchedulerConfig,
 )
+from ilucid.core.policies.default import DefaultPolicy
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.sim.engine import Replay, SimResult
 from ilucid.sim.replay_types import Annotator, World
 
-__all__ = ["ShardStats", "ShardedReplay", "ShardedScheduler", "by_job_hash", "simulate_sharded"]
+__all__ = [
+    "ReachableDefault",
+    "ShardStats",
+    "ShardedReplay",
+    "ShardedScheduler",
+    "by_job_hash",
+    "simulate_sharded",
+]
 
 REFUSED = "claim refused at commit: another scheduler took these GPUs first"
 
@@ -78,6 +86,9 @@ class ShardStats:
     claims: int = 0  # starts that needed GPUs, retries included
     conflicts: int = 0  # ... refused at commit
     passes_with_conflict: int = 0
+    #: preemptions committed by a scheduler in a proposal of which a start was refused:
+    #: GPUs it freed for a job that then did not start there
+    stranded_preemptions: int = 0
     rounds: Counter[int] = field(default_factory=Counter)  # rounds a pass took -> passes
     #: modelled decision latency of a pass: the slowest scheduler of each round, summed
     #: (schedulers of a round run in parallel), in seconds
@@ -92,6 +103,20 @@ class ShardStats:
         """Mean rounds beyond the first, per pass with claims."""
         total = sum(r * n for r, n in self.rounds.items())
         return (total - self.passes) / self.passes if self.passes else 0.0
+
+
+class ReachableDefault(DefaultPolicy):
+    """The default profile for one of several schedulers: it re-plans within the GPUs it
+    can reach (the free ones and its own jobs'), not the whole cluster.
+
+    Unchanged, each scheduler's re-plan hands out every GPU of the cluster to its own
+    jobs: jobs it cannot place (other schedulers hold the GPUs) then fill its quota
+    and keep its later jobs waiting beside free GPUs. With one scheduler both are
+    the same (every GPU is free or its own).
+    """
+
+    def _capacity(self, step: SchedulingPass) -> float:
+        return min(super()._capacity(step), float(step.free.free_total) + self._running.total)
 
 
 class ShardedScheduler(Scheduler):
@@ -120,6 +145,8 @@ class ShardedScheduler(Scheduler):
         self._stale: list[set[int]] = [set() for _ in policies]  # nodes to re-sync
         self._rng = random.Random(seed)
         self._nudges = 0
+        self._started: set[str] = set()  # jobs with a committed start
+        self._queued_since: dict[str, float] = {}  # since when each job waits, as committed
         #: False: each scheduler decides after the commits before it (a lock held from
         #: snapshot to commit: never a conflict), the baseline for the cost of conflicts
         self.concurrent = concurrent
@@ -173,11 +200,14 @@ class ShardedScheduler(Scheduler):
         job = shard.submit(spec, now)
         self.jobs[spec.id] = job
         self._owner[spec.id] = shard
+        self._queued_since[spec.id] = job.since
         self.pending_count += 1
         return job
 
     def finish(self, job_id: str, now: float) -> JobState:
         shard = self._owner.pop(job_id)
+        self._started.discard(job_id)
+        del self._queued_since[job_id]
         placement = shard.jobs[job_id].placement
         alone = job_id not in shard.partners
         job = shard.finish(job_id, now)
@@ -192,6 +222,7 @@ class ShardedScheduler(Scheduler):
         shard = self._owner[job_id]
         placement = shard.jobs[job_id].placement
         job = shard.profiled(job_id, now, report)
+        self._queued_since[job_id] = job.since
         if placement is not None:
             self._release(placement)
             self._freed_by(shard, now)
@@ -271,15 +302,19 @@ class ShardedScheduler(Scheduler):
         ``outcome`` (refused schedulers, claims, conflicts)."""
         shard, proposed = proposal
         refused_by, claims, conflicts = outcome
-        refused, claimed = self._commit(proposed, decided)
+        refused, claimed = self._commit(proposed, now, decided)
         if refused:
             conflicts += sum(1 for d in refused if d.shares_with is None)
+            gone = {d.job_id for d in refused}
+            self.stats.stranded_preemptions += sum(
+                1 for d in proposed if d.action is Action.PREEMPT and d.job_id not in gone
+            )
             self._roll_back(self.shards[shard], refused, now)
             refused_by = [*refused_by, shard]
         return refused_by, claims + claimed, conflicts
 
     def _commit(
-        self, proposed: Iterable[Decision], decided: list[Decision]
+        self, proposed: Iterable[Decision], now: float, decided: list[Decision]
     ) -> tuple[list[Decision], int]:
         """Commit one scheduler's decisions in order; the starts refused, and the
         claims made (starts that needed GPUs)."""
@@ -295,6 +330,7 @@ class ShardedScheduler(Scheduler):
             elif decision.action is Action.PREEMPT:
                 if decision.shares_with is None:
                     self._release(placement)
+                self._queued_since[decision.job_id] = now
             elif decision.action is Action.START:
                 if decision.shares_with is not None:  # on a partner's GPUs: no new claim
                     if decision.shares_with in gone:
@@ -309,17 +345,30 @@ class ShardedScheduler(Scheduler):
                         continue
                     self.free.take(placement)
                     self._changed(placement)
+                self._started.add(decision.job_id)
             decided.append(decision)
         return refused, claimed
 
-    @staticmethod
-    def _roll_back(shard: Scheduler, refused: Sequence[Decision], now: float) -> None:
-        """Tell a scheduler its refused starts did not happen (packed partners first)."""
+    def _roll_back(self, shard: Scheduler, refused: Sequence[Decision], now: float) -> None:
+        """Tell a scheduler its refused starts did not happen (packed partners first).
+
+        The core has no "start refused" stimulus, so a preemption stands in for it and
+        what it would leave behind is undone: the job keeps its first start only if an
+        earlier start was committed (else it counts as never served: profiled, guarded
+        after ``starve_after_s``), no preemption or restore is counted, and it waits
+        since when it waited before. A live sharded core would need that stimulus.
+        """
         step = SchedulingPass(shard, now)
         for decision in reversed(refused):
             job = shard.jobs[decision.job_id]
-            if job.status is JobStatus.RUNNING:
-                step.preempt(job, REFUSED)
+            if job.status is not JobStatus.RUNNING:
+                continue
+            if decision.job_id not in self._started:
+                job.first_start = None  # before the preemption: the policy reads it there
+            step.preempt(job, REFUSED)
+            job.preemptions -= 1
+            job.remaining -= step.decisions[-1].overhead_s
+            job.since = self._queued_since[decision.job_id]
         shard.pending_count += sum(1 for d in step.decisions if d.action is Action.PREEMPT)
 
     # -- questions -----------------------------------------------------------------------
