@@ -76,7 +76,9 @@ def test_simulate_writes_summary_jobs_and_report(tmp_path: Path) -> None:
     assert lines[0].startswith("job_id,submit,num_gpus,duration")
     assert len(lines) == 5
     report = (out / "report.html").read_text()
-    assert report.count("<svg") == 5 and "fifo" in report and "tiresias" in report
+    data = report.split('<script type="application/json" id="report-data">')[1]
+    charts = json.loads(data.split("</script>")[0])
+    assert len(charts["charts"]) == 5 and set(charts["policies"]) == set(summary)
 
 
 def test_parallel_processes_give_the_same_results(tmp_path: Path) -> None:

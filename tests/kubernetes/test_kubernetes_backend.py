@@ -127,7 +127,7 @@ def test_admission_places_preempts_resumes_and_never_touches_unlabelled_jobs(
         assert set(term.match_expressions[0].values) == chosen
     # why the third waits is visible in Kubernetes: a condition and one event (the
     # service writes these at most every 5 s; the test does not wait for that)
-    svc._published_at = 0.0
+    svc.reconciler.published_at = 0.0
     passes(svc, batch, 1)
     waiting = batch.read_namespaced_job("train-2", "team-a")
     [condition] = [c for c in waiting.status.conditions or [] if c.type == "IlucidPending"]
@@ -135,7 +135,7 @@ def test_admission_places_preempts_resumes_and_never_touches_unlabelled_jobs(
     events = client.CoreV1Api(api).list_namespaced_event("team-a").items
     assert [e.reason for e in events] == ["IlucidPending"]
     assert events[0].involved_object.name == "train-2"
-    svc._published_at = 0.0  # next pass publishes again, but the sentence is the same
+    svc.reconciler.published_at = 0.0  # next pass publishes again, but the sentence is the same
     passes(svc, batch, 1)
     assert len(client.CoreV1Api(api).list_namespaced_event("team-a").items) == 1
 
@@ -287,7 +287,7 @@ def test_rbac_grants_exactly_the_calls_the_backend_makes(
     ):
         batch.create_namespaced_job("team-a", gpu_job(name, gpus, job_class))
         passes(svc, batch)
-    svc._published_at = 0.0
+    svc.reconciler.published_at = 0.0
     passes(svc, batch, 1)  # why t2 waits: condition and event
     batch.create_namespaced_job("team-a", gpu_job("serve", 2, "inference"))
     passes(svc, batch)  # preemption

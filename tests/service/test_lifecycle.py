@@ -99,3 +99,37 @@ def test_a_jobs_story_reads_decided_then_launched(tmp_path: Path) -> None:
         ("running", "succeeded"),
     ]
     engine.dispose()
+
+
+def test_every_move_names_its_stimulus_and_the_story_reads_it(tmp_path: Path) -> None:
+    """A cancelled pending job and a finished one: each stored move says what caused it
+    (request, decision, backend, observation), and ``story`` replays them in order."""
+    url = f"sqlite:///{tmp_path / 'ilucid.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    service = SchedulerService(engine, LocalBackend(tmp_path, GpuInventory(1, "virtual", 0, "v")))
+    done = service.submit(JobRequest(["sh", "-c", "exit 3"], gpus=1))
+    waiting = service.submit(JobRequest(["sleep", "60"], gpus=1))
+    assert service.cancel(waiting) == "cancelled"  # still pending: cancelled at once
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        service.reconcile()
+        with Session(engine) as session:
+            row = session.get(JobRow, done)
+            assert row is not None
+            if row.state == "failed":
+                break
+        time.sleep(0.05)
+    assert [(line.to_state, line.stimulus) for line in service.story(done)] == [
+        ("pending", "request: submit"),
+        ("running", "decision: start"),
+        ("running", "backend: launched"),
+        ("failed", "observed: exit"),
+    ]
+    last = service.story(done)[-1]
+    assert last.sentence() == "running -> failed [observed: exit]: exited with code 3"
+    assert [line.sentence() for line in service.story(waiting)] == [
+        "new -> pending [request: submit]: submitted",
+        "pending -> cancelled [request: cancel]: cancelled while pending",
+    ]
+    engine.dispose()

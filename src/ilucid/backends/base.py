@@ -19,6 +19,7 @@ __all__ = [
     "Backend",
     "BackendUnavailable",
     "Cancels",
+    "Capabilities",
     "ChecksSubmissions",
     "ClaimsForeignJobs",
     "ExplainsWaits",
@@ -108,7 +109,7 @@ class Backend(Protocol):
 
 # -- optional capabilities ------------------------------------------------------------------
 # A backend declares what it can do beyond ``Backend`` by having these methods; the
-# service asks ``isinstance(backend, Capability)`` once per use, and mypy checks each
+# service finds them once when it starts (:class:`Capabilities`), and mypy checks each
 # call against the signature declared here.
 
 
@@ -177,3 +178,45 @@ class ListsProcesses(Protocol):
     def pids(self, job_id: str) -> list[int]:
         """The job's processes on this host (what NVML reports usage by)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can do beyond :class:`Backend`, found once when the service starts:
+    each field is the backend itself, typed as that capability, or None."""
+
+    checks: ChecksSubmissions | None
+    queues: QueuesJobs | None
+    cancels: Cancels | None
+    claims: ClaimsForeignJobs | None
+    publishes: PublishesReasons | None
+    explains: ExplainsWaits | None
+    forgets: ForgetsEndedJobs | None
+    processes: ListsProcesses | None
+
+    @classmethod
+    def of(cls, backend: Backend) -> Capabilities:
+        return cls(
+            checks=backend if isinstance(backend, ChecksSubmissions) else None,
+            queues=backend if isinstance(backend, QueuesJobs) else None,
+            cancels=backend if isinstance(backend, Cancels) else None,
+            claims=backend if isinstance(backend, ClaimsForeignJobs) else None,
+            publishes=backend if isinstance(backend, PublishesReasons) else None,
+            explains=backend if isinstance(backend, ExplainsWaits) else None,
+            forgets=backend if isinstance(backend, ForgetsEndedJobs) else None,
+            processes=backend if isinstance(backend, ListsProcesses) else None,
+        )
+
+    def names(self) -> list[str]:
+        """The capabilities present, for the service's start line."""
+        present = {
+            "checks submissions": self.checks,
+            "own queue": self.queues,
+            "cancels": self.cancels,
+            "foreign jobs": self.claims,
+            "publishes reasons": self.publishes,
+            "explains waits": self.explains,
+            "forgets ended jobs": self.forgets,
+            "lists processes": self.processes,
+        }
+        return [name for name, capability in present.items() if capability is not None]

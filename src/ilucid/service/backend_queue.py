@@ -15,15 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.backends.base import (
-    Backend,
     BackendUnavailable,
-    ClaimsForeignJobs,
+    Capabilities,
     ForeignJob,
     Observation,
-    QueuesJobs,
 )
 from ilucid.service.db import JobRow, TransitionRow
-from ilucid.service.lifecycle import FOREIGN, Phase, is_foreign
+from ilucid.service.lifecycle import FOREIGN, Phase, Stimulus, is_foreign
 
 __all__ = ["BackendQueue"]
 
@@ -33,29 +31,32 @@ class BackendQueue:
 
     def __init__(
         self,
-        backend: Backend,
+        capabilities: Capabilities,
+        backend_name: str,
         new_id: Callable[[], str],
         accepted: Callable[[JobRow, float], object],
         clock: Callable[[], float],
     ) -> None:
-        self.backend = backend
+        self.queues = capabilities.queues
+        self.claims = capabilities.claims
+        self.backend_name = backend_name
         self.new_id = new_id
         self.accepted = accepted
         self.clock = clock
 
     def enqueue(self, row: JobRow) -> None:
         """Backends with their own queue learn of the job at once."""
-        if not isinstance(self.backend, QueuesJobs):
+        if self.queues is None:
             return
         try:
-            self.backend.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
+            self.queues.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
         except (BackendUnavailable, ValueError) as exc:
             print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
 
     def sync(self, session: Session, seen: Observation, total_gpus: int) -> None:
         """Accept opted-in foreign jobs; enqueue pending jobs the backend lacks."""
         self._claim_foreign(session, total_gpus)
-        if not isinstance(self.backend, QueuesJobs):
+        if self.queues is None:
             return
         pending = session.scalars(select(JobRow).where(JobRow.state == Phase.PENDING.value)).all()
         for row in pending:
@@ -63,8 +64,8 @@ class BackendQueue:
                 self.enqueue(row)
 
     def _claim_foreign(self, session: Session, total_gpus: int) -> None:
-        backend = self.backend
-        if not isinstance(backend, ClaimsForeignJobs):
+        backend = self.claims
+        if backend is None:
             return
         for foreign in backend.foreign_jobs():
             marker = f"{FOREIGN}{foreign.key}"  # a claimed job's cwd: never enqueued
@@ -80,7 +81,7 @@ class BackendQueue:
         self, session: Session, foreign: ForeignJob, marker: str, total_gpus: int
     ) -> JobRow:
         now = self.clock()
-        name = self.backend.name
+        name = self.backend_name
         row = JobRow(
             id=self.new_id(),
             user=foreign.user or "slurm",
@@ -104,6 +105,7 @@ class BackendQueue:
                 from_state="",
                 to_state=Phase.PENDING.value,
                 reason=f"opted in from {name} job {foreign.key} ({foreign.name})",
+                stimulus=Stimulus.CLAIM.value,
             )
         )
         session.commit()

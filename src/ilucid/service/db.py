@@ -88,6 +88,8 @@ class TransitionRow(Base):
     from_state: Mapped[str] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(Text, default="")
+    #: what caused the move (a :class:`~ilucid.service.lifecycle.Stimulus` value)
+    stimulus: Mapped[str] = mapped_column(String(32), default="", server_default="")
 
 
 class DecisionRow(Base):

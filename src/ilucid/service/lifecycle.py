@@ -27,6 +27,7 @@ __all__ = [
     "STORED_STATES",
     "IllegalTransition",
     "Phase",
+    "Stimulus",
     "check_move",
     "is_foreign",
     "phase_of",
@@ -49,6 +50,23 @@ class Phase(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+class Stimulus(StrEnum):
+    """What caused a transition: a request, a decision of the core, or an observation
+    of the backend. Stored beside the sentence, so a story can be read by kind."""
+
+    SUBMIT = "request: submit"
+    CANCEL = "request: cancel"
+    CLAIM = "observed: foreign job"
+    START = "decision: start"
+    PREEMPT = "decision: preempt"
+    LAUNCH = "backend: launched"
+    LAUNCH_FAILED = "backend: launch failed"
+    EXIT = "observed: exit"
+    VANISHED = "observed: vanished"
+    PROFILED = "observed: profile done"
+    RESTART = "restart: not running"
 
 
 _STOPPING = {

@@ -8,7 +8,7 @@ from collections.abc import Container
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Backend, ListsProcesses
+from ilucid.backends.base import ListsProcesses
 from ilucid.backends.metrics import MetricsSource
 from ilucid.service.db import JobRow, SampleRow, TransitionRow
 from ilucid.service.lifecycle import NO_GPUS, Phase
@@ -26,9 +26,16 @@ class Sampler:
         self.every_s = every_s
         self._last: dict[str, float] = {}  # job id -> time of its last sample
 
-    def sample(self, session: Session, backend: Backend, now: float, skip: Container[str]) -> None:
-        """Add a ``SampleRow`` for each launched running job due (not those in ``skip``)."""
-        pids_of = backend.pids if isinstance(backend, ListsProcesses) else None
+    def sample(
+        self,
+        session: Session,
+        processes: ListsProcesses | None,
+        now: float,
+        skip: Container[str],
+    ) -> None:
+        """Add a ``SampleRow`` for each launched running job due (not those in ``skip``);
+        ``processes`` names each job's processes where the backend can."""
+        pids_of = processes.pids if processes is not None else None
         running = session.scalars(select(JobRow).where(JobRow.state == Phase.RUNNING.value)).all()
         for row in running:
             if row.gpu_indices in ("", NO_GPUS) or row.id in skip:

@@ -103,7 +103,13 @@ def show(job_id: str, who: Who, service: Live) -> dict[str, Any]:
         row = own_job(session, job_id, who)
         result = job_json(row)
         result["transitions"] = [
-            {"time": t.time, "from": t.from_state, "to": t.to_state, "reason": t.reason}
+            {
+                "time": t.time,
+                "from": t.from_state,
+                "to": t.to_state,
+                "stimulus": t.stimulus,
+                "reason": t.reason,
+            }
             for t in session.scalars(
                 select(TransitionRow)
                 .where(TransitionRow.job_id == job_id)
@@ -151,6 +157,18 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
         "why": now_why,
         "estimate": estimate,
         "decisions": decisions,
+        # every move with what caused it: the job's story, oldest first
+        "story": [
+            {
+                "time": line.time,
+                "from": line.from_state,
+                "to": line.to_state,
+                "stimulus": line.stimulus,
+                "reason": line.reason,
+                "text": line.sentence(),
+            }
+            for line in service.story(job_id)
+        ],
     }
 
 
