@@ -28,6 +28,7 @@ from ilucid.core import (
     Scheduler,
     SchedulerConfig,
 )
+from ilucid.sim.quiet_gc import few_collections
 from ilucid.sim.replay_types import (
     MAX_SAMPLES,
     Annotator,
@@ -166,29 +167,29 @@ class Replay:
 
         At each moment: account the state held until it, then completions,
         arrivals and forecasts, then one scheduling pass whose decisions are
-        applied (the order of the Lucid artifact).
-        """
+        applied (the order of the Lucid artifact). The collector runs rarely."""
         n_jobs = len(self.jobs)
         scheduler = self.scheduler
         # bound once: the loop runs once per moment (200,000 times on Philly)
         next_moment, account, pop_events = self._next_moment, self._account, self._pop_events
         arrivals, apply = self._arrivals, self._apply
-        while self.done < n_jobs:
-            now = next_moment()
-            account(now)
-            pop_events(now)
-            arrivals(now)
-            if self.forecasts:
-                self._deliver_forecasts(now)
-            decisions = scheduler.schedule(now)
-            if self.arrived:
-                self._note_waiting(now)
-            if self.explain is not None:
-                self._explain_pass(decisions, now)
-            apply(decisions, now)
-            self.wake = wake = scheduler.next_wakeup(now)
-            if wake is not None and wake <= now:
-                raise RuntimeError(f"{self.policy.name} asked to wake at {wake} <= now {now}")
+        with few_collections():
+            while self.done < n_jobs:
+                now = next_moment()
+                account(now)
+                pop_events(now)
+                arrivals(now)
+                if self.forecasts:
+                    self._deliver_forecasts(now)
+                decisions = scheduler.schedule(now)
+                if self.arrived:
+                    self._note_waiting(now)
+                if self.explain is not None:
+                    self._explain_pass(decisions, now)
+                apply(decisions, now)
+                self.wake = wake = scheduler.next_wakeup(now)
+                if wake is not None and wake <= now:
+                    raise RuntimeError(f"{self.policy.name} asked to wake at {wake} <= now {now}")
         if self.progress is not None:
             self.progress(1.0)
         return self._result()

@@ -1,0 +1,75 @@
+"""A replay collects garbage rarely, and leaves the collector as it found it."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from ilucid.core import Cluster, JobSpec, make_policy
+from ilucid.sim import simulate
+from ilucid.sim.quiet_gc import few_collections
+
+
+def tracked(thing: object) -> bool:
+    """Whether the collector scans ``thing`` (frozen objects are left out)."""
+    return any(o is thing for o in gc.get_objects())
+
+
+def test_a_replay_raises_the_threshold_and_restores_it() -> None:
+    before = gc.get_threshold()
+    old: list[int] = [1]  # existed before the replay: frozen during it, then thawed
+    inside: list[tuple[tuple[int, int, int], bool]] = []
+    with few_collections():
+        inside.append((gc.get_threshold(), tracked(old)))
+    threshold, old_tracked = inside[0]
+    assert threshold[0] > before[0]
+    assert not old_tracked
+    assert gc.get_threshold() == before
+    assert tracked(old)
+    assert gc.get_freeze_count() == 0
+
+
+def test_objects_frozen_by_someone_else_stay_frozen() -> None:
+    theirs: list[int] = [1]
+    gc.freeze()
+    try:
+        assert not tracked(theirs)
+        with few_collections():
+            mine: list[int] = [2]
+            assert tracked(mine)
+        assert not tracked(theirs)
+    finally:
+        gc.unfreeze()
+    assert tracked(theirs)
+
+
+def test_concurrent_replays_restore_once_the_last_one_ends() -> None:
+    before = gc.get_threshold()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def other() -> None:
+        with few_collections():
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(10)
+    with few_collections():
+        pass
+    assert gc.get_threshold() != before  # the other replay still runs
+    leave.set()
+    thread.join(10)
+    assert gc.get_threshold() == before
+
+
+def test_a_failing_replay_restores_the_collector() -> None:
+    before = gc.get_threshold()
+    jobs = [JobSpec("too-big", 0.0, 16, 10.0)]
+    with pytest.raises(ValueError, match="needs 16 GPUs"):
+        simulate(jobs, Cluster.homogeneous(1, 8), make_policy("fifo"))
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
