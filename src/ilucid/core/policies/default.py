@@ -151,7 +151,9 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
         self._due: list[tuple[float, int, float]] = []  # (starves at, seq, queued since)
         self._reports: dict[int, ProfileReport] = {}  # profiled jobs' measurements
         self._pairs: dict[int, JobState] = {}  # packed job -> the job sharing its GPUs
-        self._packable: dict[int, dict[int, JobState]] = {}  # GPUs -> running, alone, scored
+        #: GPUs -> seq -> (running job alone with a sharing score, its score, its GPU memory)
+        self._packable: dict[int, dict[int, tuple[JobState, float, float]]] = {}
+        self._room: dict[int, float] = {}  # packable job -> GPU memory of its smallest node
         self._profiled = 0  # profiling runs reported
         self._scored = 0  # ... with a sharing score
         self._profiling_off = False
@@ -244,10 +246,12 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
     def _packable_add(self, job: JobState) -> None:
         report = self._reports.get(job.seq)
         if report is not None and report.sharing_score is not None:
-            self._packable.setdefault(job.spec.num_gpus, {})[job.seq] = job
+            entry = (job, report.sharing_score, report.gpu_memory_gb or 0.0)
+            self._packable.setdefault(job.spec.num_gpus, {})[job.seq] = entry
 
     def _packable_remove(self, job: JobState) -> None:
         self._packable.get(job.spec.num_gpus, {}).pop(job.seq, None)
+        self._room.pop(job.seq, None)
 
     def _rekey(self, job: JobState, now: float) -> None:
         """Recompute a running job's entry (it left or joined a packed pair)."""
@@ -267,23 +271,29 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
         mine = self._reports.get(job.seq)
         if mine is None or mine.sharing_score is None:
             return None
+        score, memory = mine.sharing_score, mine.gpu_memory_gb or 0.0
+        rooms = self._room
+        best: JobState | None = None
+        best_key: tuple[float, float] | None = None
+        for other, theirs, their_memory in self._packable.get(job.spec.num_gpus, {}).values():
+            if score + theirs > 2:
+                continue
+            room = rooms.get(other.seq)
+            if room is None:
+                room = rooms[other.seq] = self._memory_room(other, step)
+            if memory + their_memory > room:
+                continue
+            key = (theirs, other.since)
+            if best_key is None or key < best_key:
+                best, best_key = other, key
+        return best
+
+    def _memory_room(self, job: JobState, step: SchedulingPass) -> float:
+        """GPU memory of the smallest node a running job holds (fixed while it runs)."""
+        assert job.placement is not None
         nodes = step.free.cluster.nodes
-        best: tuple[float, float, JobState] | None = None
-        for other in self._packable.get(job.spec.num_gpus, {}).values():
-            theirs = self._reports[other.seq]
-            assert theirs.sharing_score is not None and other.placement is not None
-            if mine.sharing_score + theirs.sharing_score > 2:
-                continue
-            capacity = min(
-                nodes[i].gpu_memory_gb or self.config.assume_gpu_memory_gb
-                for i in other.placement.node_indices
-            )
-            if (mine.gpu_memory_gb or 0.0) + (theirs.gpu_memory_gb or 0.0) > capacity:
-                continue
-            candidate = (theirs.sharing_score, other.since, other)
-            if best is None or candidate[:2] < best[:2]:
-                best = candidate
-        return None if best is None else best[2]
+        assume = self.config.assume_gpu_memory_gb
+        return min(nodes[i].gpu_memory_gb or assume for i in job.placement.node_indices)
 
     def _pack(self, step: SchedulingPass) -> None:
         """Indolent packing: waiting profiled jobs share a running partner's GPUs.
@@ -299,9 +309,9 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
                 continue
             wanted = min(budget, 2 * len(partners) + 2)  # a few spares for misfits
             for entry in self._pending.get(gpus, ()):
-                job = self._jobs[int(entry[-2])]
-                if job.seq in self._reports:
-                    chosen.append(job)
+                seq = int(entry[-2])
+                if seq in self._reports:
+                    chosen.append(self._jobs[seq])
                     wanted -= 1
                     budget -= 1
                     if wanted <= 0:

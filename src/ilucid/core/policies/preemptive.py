@@ -202,8 +202,8 @@ class EstimateOrder:
             return
         values = self._run_times
         first = bisect.bisect_right(values, ran)
-        longer = values[first:]
-        guess = longer[len(longer) // 2] if longer else 2.0 * ran
+        # the median of the longer run times, values[first:], without copying them
+        guess = values[first + (len(values) - first) // 2] if first < len(values) else 2.0 * ran
         self._estimate[job.seq] = max(guess, ran + 1.0)
 
     def observe_finished(self, job: JobState) -> None:
@@ -269,21 +269,24 @@ class ReplanningPolicy(PolicyBase):
         demoted = False
         crossings = self._crossings
         not_yet: list[tuple[float, int, float]] = []
+        jobs, entries, running, order = self._jobs, self._entry, self._running, self.order
+        pop, keeps_key, running_status = heapq.heappop, self._keeps_key, JobStatus.RUNNING
         while crossings and crossings[0][0] <= now:
-            item = heapq.heappop(crossings)
-            job = self._jobs.get(item[1])
-            if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
+            item = pop(crossings)
+            job = jobs.get(item[1])
+            if job is None or job.status is not running_status or job.since != item[2]:
                 continue  # stale: finished or preempted since
-            if self._keeps_key(job):
+            if keeps_key(job):
                 continue  # its key no longer changes while it runs
-            self.order.refresh(job, now)
-            fresh = self.order.running_entry(job, now)
-            if fresh == self._entry[job.seq]:
+            order.refresh(job, now)
+            fresh = order.running_entry(job, now)
+            old = entries[job.seq]
+            if fresh == old:
                 not_yet.append(item)  # rounding: crosses strictly after this instant
                 continue
-            self._running.remove(self._entry[job.seq])
-            self._running.add(fresh)
-            self._entry[job.seq] = fresh
+            running.remove(old)
+            running.add(fresh)
+            entries[job.seq] = fresh
             self._plan_crossing(job, now)
             demoted = True
         for item in not_yet:
@@ -369,17 +372,41 @@ class ReplanningPolicy(PolicyBase):
         return 1 + sum(bisect.bisect_left(b, entry) for b in self._pending.values())
 
     # -- decisions ---------------------------------------------------------------
-    def _next_candidate(self, after: Entry | None, quota: float) -> Entry | None:
-        """First pending entry after ``after`` that needs at most ``quota`` GPUs."""
-        best: Entry | None = None
+    def _candidate_heads(self, quota: float) -> list[tuple[Entry, int, int]]:
+        """A heap of each GPU count's first pending entry ``(entry, gpus, index)``, for
+        the counts that fit ``quota``: the walk merges the per-count buckets in order."""
+        heads: list[tuple[Entry, int, int]] = []
+        pending = self._pending
         for gpus in self._sizes:
             if gpus > quota:
                 break
-            bucket = self._pending[gpus]
-            index = 0 if after is None else bisect.bisect_right(bucket, after)
-            if index < len(bucket) and (best is None or bucket[index] < best):
-                best = bucket[index]
-        return best
+            bucket = pending[gpus]
+            if bucket:
+                heads.append((bucket[0], gpus, 0))
+        heapq.heapify(heads)
+        return heads
+
+    def _next_candidate(self, heads: list[tuple[Entry, int, int]], quota: float) -> Entry | None:
+        """The next pending entry in the order that needs at most ``quota`` GPUs.
+
+        ``heads`` holds, for each GPU count still in the walk, the first entry
+        after the last candidate (distinct entries: none ties another). Quota
+        only shrinks during a walk, so a count that no longer fits is dropped
+        for good; only the chosen count's head moves on."""
+        pending = self._pending
+        while heads:
+            entry, gpus, index = heads[0]
+            if gpus > quota:
+                heapq.heappop(heads)
+                continue
+            bucket = pending[gpus]
+            index += 1
+            if index < len(bucket):
+                heapq.heapreplace(heads, (bucket[index], gpus, index))
+            else:
+                heapq.heappop(heads)
+            return entry
+        return None
 
     def schedule(self, step: SchedulingPass) -> None:
         now = step.now
@@ -393,15 +420,21 @@ class ReplanningPolicy(PolicyBase):
         self.replans += 1
         quota = self._capacity(step)
         running = self._running
+        bound = self.order.bound
         chosen: list[Entry] = []
         victims: list[Entry] = []
         low: Entry | None = None
-        candidate = self._next_candidate(None, quota)
+        below_low = 0.0  # GPUs of the running entries before ``low``
+        heads = self._candidate_heads(quota)
+        candidate = self._next_candidate(heads, quota)
         while True:
-            high = None if candidate is None else self.order.bound(candidate, now)
-            block = running.sum_below(high) if high is not None else running.total
-            if low is not None:
-                block -= running.sum_below(low)
+            if candidate is None:
+                high = None
+                below_high = running.total
+            else:
+                high = bound(candidate, now)
+                below_high = running.sum_below(high)
+            block = below_high - below_low
             if block <= quota:
                 quota -= block
             else:
@@ -415,11 +448,11 @@ class ReplanningPolicy(PolicyBase):
             if candidate[-1] <= quota and self._admissible(candidate, step):
                 chosen.append(candidate)
                 quota -= candidate[-1]
-            low = high
+            low, below_low = high, below_high
             if quota <= 0:
                 victims.extend(running.iter_range(low, None))
                 break
-            candidate = self._next_candidate(candidate, quota)
+            candidate = self._next_candidate(heads, quota)
         jobs = self._jobs
         self._in_pass = True
         try:
