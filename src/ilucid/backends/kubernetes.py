@@ -53,9 +53,13 @@ PENDING_CONDITION = "IlucidPending"
 
 
 def _api_error(exc: Exception) -> BackendUnavailable:
-    status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None) or type(exc).__name__
-    return BackendUnavailable(f"Kubernetes API: {status or ''} {reason}".strip())
+    """The API's own status and reason when it answered, else what kind of failure."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        status, reason = exc.status, exc.reason or type(exc).__name__
+        return BackendUnavailable(f"Kubernetes API: {status or ''} {reason}".strip())
+    return BackendUnavailable(f"Kubernetes API: {type(exc).__name__}")
 
 
 def node_inventory(nodes: Sequence[Any]) -> tuple[Cluster, dict[str, str]]:

@@ -45,6 +45,11 @@ class PackingAnalyzer:
         )
         self.trained_on = source
 
+    @property
+    def training_rows(self) -> int:
+        """How many profiles the tree was fitted on (0 before a fit)."""
+        return int(self.model.tree_.n_node_samples[0]) if self.model is not None else 0
+
     def score(self, features: dict[str, float]) -> int:
         row = [[features[f] for f in PACKING_FEATURES]]
         return int(self.model.predict(row)[0])

@@ -20,9 +20,7 @@ def record_estimators(
     """Add an ``estimator_versions`` row for each estimator that changed since the last run."""
     light, medium = RULE_THRESHOLDS
     if packing is not None:
-        tree = getattr(packing.model, "tree_", None)  # sklearn's fitted tree, if any
-        rows = int(tree.n_node_samples[0]) if tree is not None else 0
-        described = (packing_source or packing.trained_on, rows)
+        described = (packing_source or packing.trained_on, packing.training_rows)
     else:
         described = (f"rule: gpu_util <= {light:g}% light, <= {medium:g}% medium, else heavy", 0)
     with Session(engine) as session:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ilucid.sim.engine import SimResult
+from ilucid.sim.replay_types import ClusterSeries
 
 __all__ = ["COLORS", "render_report", "report_data"]
 
@@ -48,10 +49,14 @@ CDF_POINTS = 240
 TIME_POINTS = 600
 
 #: Cluster series shown over time: title, ClusterSeries field, y-axis label.
-TIME_SERIES = (
-    ("Busy GPUs over time", "busy_gpus", "busy GPUs"),
-    ("Pending jobs over time", "pending_jobs", "pending jobs"),
-    ("Fragmented free GPUs (free GPUs on partly busy nodes)", "fragmented_gpus", "GPUs"),
+TIME_SERIES: tuple[tuple[str, Callable[[ClusterSeries], Sequence[int]], str], ...] = (
+    ("Busy GPUs over time", lambda series: series.busy_gpus, "busy GPUs"),
+    ("Pending jobs over time", lambda series: series.pending_jobs, "pending jobs"),
+    (
+        "Fragmented free GPUs (free GPUs on partly busy nodes)",
+        lambda series: series.fragmented_gpus,
+        "GPUs",
+    ),
 )
 
 
@@ -118,11 +123,14 @@ def _bucketed(
 
 
 def _time_chart(
-    title: str, y_label: str, results: Sequence[SimResult], field: str
+    title: str,
+    y_label: str,
+    results: Sequence[SimResult],
+    series_of: Callable[[ClusterSeries], Sequence[int]],
 ) -> dict[str, Any]:
     """One cluster series of every policy on a shared axis of time since the first
     submission, averaged into at most :data:`TIME_POINTS` buckets."""
-    samples = [np.asarray(getattr(r.series, field)) for r in results]
+    samples = [np.asarray(series_of(r.series)) for r in results]
     span = max((len(s) * r.series.step for s, r in zip(samples, results, strict=True)), default=0)
     buckets = max(1, min(TIME_POINTS, max((len(s) for s in samples), default=1)))
     width = max(span, 1.0) / buckets
@@ -152,7 +160,7 @@ def report_data(results: Sequence[SimResult]) -> dict[str, Any]:
             "queueing delay (log scale; < 1 s shown at 1 s)",
             [(r.policy, [x.queueing_delay for x in r.records]) for r in results],
         ),
-        *(_time_chart(title, unit, results, name) for title, name, unit in TIME_SERIES),
+        *(_time_chart(title, unit, results, series_of) for title, series_of, unit in TIME_SERIES),
     ]
     return {
         "policies": [r.policy for r in results],
