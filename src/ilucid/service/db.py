@@ -77,6 +77,19 @@ class JobRow(Base):
     estimate_note: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: the Unix user the job runs as (its token's, at submission; None: the default)
     run_as: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # -- what the job asked for beyond a GPU count (migration 0008; None: not asked)
+    name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    gpu_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: JSON list, best first (soft); ``gpu_type`` is hard
+    preferred_gpu_types: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gpu_memory_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: a gang's shape: ``nodes`` x ``gpus_per_node`` (= gpus)
+    nodes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpus_per_node: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: a share of one GPU in thousandths (None or 1000: whole GPUs)
+    gpu_milli: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cpus: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TransitionRow(Base):

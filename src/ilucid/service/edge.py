@@ -6,7 +6,9 @@ be valid UTF-8 without NUL, commands are bounded, and bodies over
 :data:`MAX_BODY_BYTES` get 413 whether or not they say their length.
 """
 
+import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import HTTPException
@@ -26,6 +28,8 @@ __all__ = [
     "SecurityHeaders",
     "SubmitBody",
     "json_safe",
+    "validation_answer",
+    "validation_sentence",
 ]
 
 #: Largest request body accepted, bytes; larger ones get 413 (see :class:`BodyLimit`)
@@ -60,6 +64,26 @@ class SubmitBody(BaseModel):
     estimate_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     cwd: str | None = Field(None, max_length=4096)
+    name: str | None = Field(None, max_length=128, description="a name to show beside the id")
+    priority: int = Field(
+        0, ge=-100, le=100, description="higher first within a class; above 0 needs an admin"
+    )
+    gpu_type: str | None = Field(
+        None, max_length=64, description="only GPUs of this type (a hard constraint)"
+    )
+    preferred_gpu_types: list[str] = Field(
+        default_factory=list, max_length=16, description="GPU types to try first, best first"
+    )
+    gpu_memory_gb: float | None = Field(
+        None, gt=0, le=4096, allow_inf_nan=False, description="GPU memory needed per GPU"
+    )
+    nodes: int | None = Field(None, ge=1, le=4096, description="a gang: this many nodes...")
+    gpus_per_node: int | None = Field(None, ge=1, le=1024, description="...with this many GPUs")
+    gpu_milli: int = Field(
+        1000, ge=1, le=1000, description="a share of one GPU in thousandths (with gpus = 1)"
+    )
+    cpus: float | None = Field(None, gt=0, le=100000, allow_inf_nan=False)
+    memory_gb: float | None = Field(None, gt=0, le=1 << 20, allow_inf_nan=False)
 
     model_config = {"populate_by_name": True, "strict": True}
 
@@ -88,6 +112,19 @@ class SubmitBody(BaseModel):
     def _job_class(cls, value: str) -> str:
         return _valid_text(value, "class")
 
+    @field_validator("name", "gpu_type")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _valid_text(value, "name or gpu_type")
+
+    @field_validator("preferred_gpu_types")
+    @classmethod
+    def _types(cls, value: list[str]) -> list[str]:
+        for gpu_type in value:
+            if len(_valid_text(gpu_type, "preferred_gpu_types")) > 64:
+                raise ValueError("preferred_gpu_types: each type is at most 64 characters")
+        return value
+
 
 def json_safe(value: Any) -> Any:
     """A validation error's details with every value JSON can carry (NaN, inf and
@@ -103,6 +140,103 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return repr(value)[:200]
+
+
+#: what a field must be, by pydantic's error type (its ``ctx`` fills the braces)
+_MUST = {
+    "missing": "is required",
+    "extra_forbidden": "is not a field of this request",
+    "greater_than": "must be > {gt}",
+    "greater_than_equal": "must be >= {ge}",
+    "less_than": "must be < {lt}",
+    "less_than_equal": "must be <= {le}",
+    "finite_number": "must be a finite number",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "dict_type": "must be a JSON object",
+    "model_attributes_type": "must be a JSON object",
+    "too_short": "must hold at least {min_length} item(s)",
+    "too_long": "must hold at most {max_length} item(s)",
+    "string_too_short": "must be at least {min_length} character(s)",
+    "string_too_long": "must be at most {max_length} characters",
+    "literal_error": "must be one of {expected}",
+    "json_invalid": "is not valid JSON ({error})",
+}
+#: where a value came from, which the field's name need not repeat
+_SOURCES = ("body", "query", "path", "header", "cookie")
+#: a value shown as "(got ...)" when its JSON is at most this long
+_SHOWN_INPUT = 60
+
+
+def _field(error: Mapping[str, Any]) -> str:
+    """``gpus``, ``command[2]`` or ``limits.gpus``: the location without its source."""
+    loc = list(error.get("loc", ()))
+    if loc and loc[0] in _SOURCES:
+        loc = loc[1:]
+    if error.get("type") == "json_invalid" or not loc:
+        return "body"
+    name = ""
+    for part in loc:
+        name += f"[{part}]" if isinstance(part, int) else f".{part}" if name else str(part)
+    return name
+
+
+def _must(error: Mapping[str, Any], field: str) -> str:
+    """What was wrong, without the field's name: ``must be >= 0``."""
+    kind = str(error.get("type", ""))
+    # bounds as people write them: 0, not 0.0
+    ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in (error.get("ctx") or {}).items()}
+    template = _MUST.get(kind)
+    if template is not None:
+        try:
+            return template.format(**ctx)
+        except (KeyError, IndexError):
+            pass
+    message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+    message = message.replace("Input should be", "must be")
+    if message.startswith(f"{field} "):  # our validators name their field themselves
+        message = message[len(field) + 1 :]
+    return message[:1].lower() + message[1:]
+
+
+def validation_sentence(errors: Sequence[Mapping[str, Any]]) -> str:
+    """One sentence naming each field at fault, e.g. ``gpus: must be >= 0 (got -1)``;
+    the API's 422 ``detail`` and what the CLI prints."""
+    parts = []
+    for error in errors:
+        field = _field(error)
+        part = f"{field}: {_must(error, field)}"
+        if "input" in error and error.get("type") not in ("missing", "json_invalid"):
+            value = error["input"]
+            shown = (
+                repr(value)  # nan, inf: JSON has no spelling for them
+                if isinstance(value, float) and not math.isfinite(value)
+                else json.dumps(json_safe(value), ensure_ascii=False)
+            )
+            if len(shown) <= _SHOWN_INPUT and " got " not in part:
+                part += f" (got {shown})"
+        parts.append(part)
+    return "; ".join(parts) or "the request is not valid"
+
+
+def validation_answer(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
+    """422: ``detail`` is :func:`validation_sentence`; ``errors`` keeps each error's
+    type, location and message (and its input when short) for programs."""
+    kept = []
+    for error in errors:
+        entry = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
+        if "input" in error and len(repr(error["input"])) <= 200:
+            entry["input"] = error["input"]
+        kept.append(json_safe(entry))
+    body = {"detail": validation_sentence(errors), "errors": kept}
+    return JSONResponse(body, status_code=422)
 
 
 class PolicyBody(BaseModel):

@@ -37,6 +37,22 @@ class JobRequest:
     checkpoint_s: float | None = None
     priority: int = 0
     run_as: str | None = None  # the Unix user the job runs as (its token's); None: default
+    name: str | None = None
+    gpu_type: str | None = None  # hard: only GPUs of this type
+    preferred_gpu_types: tuple[str, ...] = ()  # soft, best first
+    gpu_memory_gb: float | None = None  # per GPU
+    nodes: int | None = None  # a gang of nodes x gpus_per_node
+    gpus_per_node: int | None = None
+    gpu_milli: int = 1000  # a share of one GPU (1000: whole GPUs)
+    cpus: float | None = None
+    memory_gb: float | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The gang's per-node split, when the request gave one."""
+        if self.nodes is None or self.gpus_per_node is None:
+            return None
+        return (self.gpus_per_node,) * self.nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +119,19 @@ class JobStore:
             run_as=request.run_as,
             gpu_indices="",
             preemptions=0,
+            name=request.name,
+            gpu_type=request.gpu_type,
+            preferred_gpu_types=(
+                json.dumps(list(request.preferred_gpu_types))
+                if request.preferred_gpu_types
+                else None
+            ),
+            gpu_memory_gb=request.gpu_memory_gb,
+            nodes=request.nodes,
+            gpus_per_node=request.gpus_per_node,
+            gpu_milli=request.gpu_milli if request.gpu_milli != 1000 else None,
+            cpus=request.cpus,
+            memory_gb=request.memory_gb,
         )
         session.add(row)
         session.add(
@@ -162,7 +191,13 @@ class JobStore:
 
 
 def spec_of(row: JobRow) -> JobSpec:
-    """The core's view of a stored job."""
+    """The core's view of a stored job: what it asked for is what the placer honours."""
+    shape = (
+        (row.gpus_per_node,) * row.nodes
+        if row.nodes is not None and row.gpus_per_node is not None
+        else None
+    )
+    preferred = json.loads(row.preferred_gpu_types) if row.preferred_gpu_types else []
     return JobSpec(
         row.id,
         row.submit_time,
@@ -175,4 +210,9 @@ def spec_of(row: JobRow) -> JobSpec:
         # the user's own estimate wins; else the live duration model's (or its median)
         estimate=row.estimate_s if row.estimate_s is not None else row.model_estimate_s,
         checkpoint_s=row.checkpoint_s,
+        gpu_type=row.gpu_type,
+        gpu_memory_gb=row.gpu_memory_gb,
+        gpu_milli=row.gpu_milli or 1000,
+        shape=shape,
+        preferred_gpu_types=tuple(preferred),
     )

@@ -353,7 +353,7 @@ class Reconciler:
                     job_id=decision.job_id,
                     action=decision.action.value,
                     code=reason.code if reason else "",
-                    message=decision.explain(),
+                    message=decision.explain() + self._why_these_gpus(decision),
                     placement=json.dumps(decision.placement.parts) if decision.placement else "",
                 )
             )
@@ -369,6 +369,20 @@ class Reconciler:
                 row.preemptions += 1
                 row.gpu_indices = ""
                 self.stopping[row.id] = "preempted"
+
+    def _why_these_gpus(self, decision: Decision) -> str:
+        """The placer's score parts for a start: why these nodes and GPUs."""
+        state = self.scheduler.jobs.get(decision.job_id)
+        if decision.action is not Action.START or decision.placement is None or state is None:
+            return ""
+        parts = self.scheduler.placer.explain(state.spec, decision.placement, self.scheduler.free)
+        if not parts:
+            return ""
+        nodes = self.cluster.nodes
+        where = ", ".join(f"{nodes[i].name} x{n}" for i, n in decision.placement.parts)
+        # + 0.0: a score of -0.0 reads as +0
+        terms = "; ".join(f"{p.plugin} {p.value + 0.0:+g} ({p.detail})" for p in parts)
+        return f". Why these GPUs ({where}): {terms}"
 
     def _launch(self, session: Session, row: JobRow) -> None:
         state = self.scheduler.jobs.get(row.id)

@@ -41,6 +41,16 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "estimate_s": row.estimate_s,
         "model_estimate_s": row.model_estimate_s,
         "estimate_version": row.estimate_version,
+        "name": row.name,
+        "priority": row.priority,
+        "gpu_type": row.gpu_type,
+        "preferred_gpu_types": json.loads(row.preferred_gpu_types or "[]"),
+        "gpu_memory_gb": row.gpu_memory_gb,
+        "nodes": row.nodes,
+        "gpus_per_node": row.gpus_per_node,
+        "gpu_milli": row.gpu_milli or 1000,
+        "cpus": row.cpus,
+        "memory_gb": row.memory_gb,
     }
 
 
@@ -67,6 +77,8 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
 @router.post("/jobs", status_code=201)
 async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
     # on the event loop: one short commit costs less than the hop to a worker thread
+    if body.priority > 0 and not who.admin:
+        raise HTTPException(403, "priority: only an admin may raise a job's priority above 0")
     try:
         job_id = service.submit(
             JobRequest(
@@ -78,7 +90,17 @@ async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
                 cwd=body.cwd,
                 estimate_s=body.estimate_s,
                 checkpoint_s=body.checkpoint_s,
+                priority=body.priority,
                 run_as=who.unix_user,
+                name=body.name,
+                gpu_type=body.gpu_type,
+                preferred_gpu_types=tuple(body.preferred_gpu_types),
+                gpu_memory_gb=body.gpu_memory_gb,
+                nodes=body.nodes,
+                gpus_per_node=body.gpus_per_node,
+                gpu_milli=body.gpu_milli,
+                cpus=body.cpus,
+                memory_gb=body.memory_gb,
             )
         )
     except ServiceError as exc:

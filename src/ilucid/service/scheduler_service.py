@@ -44,6 +44,7 @@ from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import JobRow
 from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.estimator_log import record_estimators
+from ilucid.service.job_model import ServiceError, check_request
 from ilucid.service.job_store import (
     CANCELLED,
     ENDED,
@@ -60,10 +61,6 @@ from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.reconciler import Reconciler
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
-
-
-class ServiceError(ValueError):
-    """A request the service refuses; the message says why."""
 
 
 class SchedulerService:
@@ -152,19 +149,7 @@ class SchedulerService:
         raise ServiceError("could not store the job (job ids kept colliding); try again")
 
     def _check(self, request: JobRequest) -> None:
-        if not request.command or any(not isinstance(a, str) for a in request.command):
-            raise ServiceError("command must be a non-empty list of strings")
-        if not request.command[0] or any("\x00" in a for a in request.command):
-            raise ServiceError("command: the program must be named and no argument may hold NUL")
-        if request.cwd is not None and "\x00" in request.cwd:
-            raise ServiceError("cwd must not hold NUL")
-        if request.gpus < 0 or request.gpus > self.cluster.total_gpus:
-            raise ServiceError(
-                f"gpus must be between 0 and {self.cluster.total_gpus} (this cluster's total)"
-            )
-        if request.job_class not in {c.value for c in JobClass}:
-            known = ", ".join(c.value for c in JobClass)
-            raise ServiceError(f"class must be one of {known}")
+        check_request(request, self.cluster)
         checker = self.capabilities.checks
         if checker is not None:
             try:

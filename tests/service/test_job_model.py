@@ -1,0 +1,144 @@
+"""The whole job model on the live path (issue 18): what a submission may ask for is
+checked against this cluster with the field named, stored, handed to the core's
+placer, and the start says why these GPUs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.service.api import build_app
+from ilucid.service.auth import create_token
+from ilucid.service.db import make_engine, migrate
+from ilucid.service.scheduler_service import SchedulerService
+
+
+class Api:
+    def __init__(self, folder: Path) -> None:
+        url = f"sqlite:///{folder / 'model.db'}"
+        migrate(url)
+        self.engine = make_engine(url)
+        backend = LocalBackend(folder, GpuInventory(4, "v100", 16.0, "virtual"), profiler_gpus=1)
+        self.service = SchedulerService(self.engine, backend, policy="fifo")
+        self.client = TestClient(build_app(self.service), raise_server_exceptions=False)
+        self.admin = {"Authorization": f"Bearer {create_token(self.engine, 'root', 'ops', True)}"}
+        self.user = {"Authorization": f"Bearer {create_token(self.engine, 'ann', 'vision')}"}
+
+    def submit(self, who: dict[str, str] | None = None, **fields: object) -> tuple[int, dict]:  # type: ignore[type-arg]
+        body = {"command": ["sleep", "30"], **fields}
+        response = self.client.post("/jobs", json=body, headers=who or self.user)
+        return response.status_code, response.json()
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    made = Api(tmp_path)
+    yield made
+    for job in list(made.service.scheduler.jobs):
+        made.service.cancel(job)
+    made.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("fields", "sentence"),
+    [
+        ({"gpu_type": "h200"}, "gpu_type: no node has GPU type h200 (types here: v100)"),
+        (
+            {"preferred_gpu_types": ["a100", "v100"]},
+            "preferred_gpu_types: no node has GPU type a100 (types here: v100)",
+        ),
+        (
+            {"gpu_memory_gb": 80},
+            "gpu_memory_gb: no GPU has 80 GB (largest here: 16 GB)",
+        ),
+        (
+            {"gpus": 4, "nodes": 2, "gpus_per_node": 2},
+            "nodes: a gang of 2 x 2 GPUs needs 2 nodes with 2 GPUs of the asked type; 1 here",
+        ),
+        (
+            {"gpus": 3, "nodes": 1, "gpus_per_node": 2},
+            "gpus: 3 is not nodes x gpus_per_node (1 x 2)",
+        ),
+        ({"gpus": 2, "nodes": 2}, "nodes and gpus_per_node come together (a gang of nodes x GPUs)"),
+        (
+            {"gpus": 2, "gpu_milli": 500},
+            "gpu_milli: a share of one GPU needs gpus = 1 (got gpus = 2)",
+        ),
+    ],
+)
+def test_impossible_requests_are_refused_naming_the_field(
+    api: Api, fields: dict[str, object], sentence: str
+) -> None:
+    status, body = api.submit(**fields)
+    assert status == 422, body
+    assert body["detail"] == sentence
+
+
+def test_out_of_range_values_are_refused_at_the_edge(api: Api) -> None:
+    for fields in (
+        {"gpu_milli": 0},
+        {"gpu_milli": 1001},
+        {"cpus": -1},
+        {"gpu_memory_gb": 0},
+        {"nodes": 0, "gpus_per_node": 1},
+    ):
+        status, body = api.submit(**fields)
+        assert status == 422, (fields, body)
+
+
+def test_only_an_admin_raises_priority(api: Api) -> None:
+    status, body = api.submit(priority=5)
+    assert status == 403 and body["detail"].startswith("priority: only an admin")
+    assert api.submit(priority=-5)[0] == 201  # lowering one's own is fine
+    assert api.submit(api.admin, priority=5)[0] == 201
+
+
+def test_what_a_job_asked_for_is_stored_shown_and_given_to_the_placer(api: Api) -> None:
+    status, body = api.submit(
+        name="bert-serving",
+        gpus=1,
+        gpu_type="v100",
+        preferred_gpu_types=["v100"],
+        gpu_memory_gb=16,
+        gpu_milli=500,
+        cpus=2,
+        memory_gb=8,
+        **{"class": "inference"},
+    )
+    assert status == 201, body
+    job = body["id"]
+    shown = api.client.get(f"/jobs/{job}", headers=api.user).json()
+    assert {k: shown[k] for k in ("name", "gpu_type", "gpu_memory_gb", "gpu_milli", "cpus")} == {
+        "name": "bert-serving",
+        "gpu_type": "v100",
+        "gpu_memory_gb": 16.0,
+        "gpu_milli": 500,
+        "cpus": 2.0,
+    }
+    assert shown["preferred_gpu_types"] == ["v100"] and shown["memory_gb"] == 8.0
+    spec = api.service.scheduler.jobs[job].spec
+    assert (spec.gpu_type, spec.gpu_memory_gb, spec.gpu_milli) == ("v100", 16.0, 500)
+    assert spec.preferred_gpu_types == ("v100",)
+
+
+def test_a_gang_is_placed_whole_and_its_start_says_why_these_gpus(api: Api) -> None:
+    status, body = api.submit(gpus=3, nodes=1, gpus_per_node=3)
+    assert status == 201, body
+    job = body["id"]
+    assert api.service.scheduler.jobs[job].spec.shape == (3,)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        api.service.reconcile()
+        if api.client.get(f"/jobs/{job}", headers=api.user).json()["state"] == "running":
+            break
+        time.sleep(0.05)
+    explained = api.client.get(f"/jobs/{job}/explain", headers=api.user).json()
+    start = next(d for d in explained["decisions"] if d["action"] == "start")
+    host = api.service.cluster.nodes[0].name
+    assert f"Why these GPUs ({host} x3): " in start["message"], start["message"]
+    assert "-0 " not in start["message"]
