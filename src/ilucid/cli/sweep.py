@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from ilucid.cli.common import CliError, Command, positive_float, positive_int
 from ilucid.cli.tables import render_table
@@ -253,7 +252,10 @@ class _RichProgress:
         self.progress.update(self.task, advance=1, failed=self.failed)
 
 
-def sweep_progress(total: int) -> Any:
+_Progress = _PlainProgress | _RichProgress
+
+
+def sweep_progress(total: int) -> _Progress:
     """A rich bar on a terminal when rich is installed, else lines on stderr."""
     if sys.stderr.isatty():
         try:
@@ -263,7 +265,7 @@ def sweep_progress(total: int) -> Any:
     return _PlainProgress(total)
 
 
-def _on_event(progress: Any) -> Callable[[SweepEvent], None]:
+def _on_event(progress: _Progress) -> Callable[[SweepEvent], None]:
     def on_event(event: SweepEvent) -> None:
         if event.kind == "retry":
             progress.note(f"sweep: {event.cell.label} failed: {event.error}; retrying once")
@@ -337,8 +339,20 @@ def _run(args: argparse.Namespace) -> int:
     )
     outcome = None
     if todo:
-        with open_client(args.workers, args.scheduler) as client, sweep_progress(len(todo)) as bar:
-            outcome = run_sweep(todo, table, client, _on_event(bar))
+        try:
+            with (
+                open_client(args.workers, args.scheduler) as client,
+                sweep_progress(len(todo)) as bar,
+            ):
+                outcome = run_sweep(todo, table, client, _on_event(bar))
+        except KeyboardInterrupt:
+            done = len(pending_cells(cells, ResultTable(out)))
+            print(
+                f"\nilucid sweep: interrupted; {len(cells) - done} of {len(cells)} cells are in"
+                f" {out}: run the same command again to finish the rest",
+                file=sys.stderr,
+            )
+            return 130
         print(
             f"sweep: {outcome.done} cells ran in {outcome.wall_s:.1f} s,"
             f" {len(outcome.failed)} failed; rows in {out}"

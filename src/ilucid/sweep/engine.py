@@ -11,6 +11,8 @@ finished cell is written to the table as it ends, in whatever order cells end.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -69,20 +71,36 @@ def open_client(workers: int, scheduler: str | None = None) -> Iterator[Client |
         with Client(scheduler, timeout="30s") as client:  # type: ignore[no-untyped-call, unused-ignore]
             yield client
         return
-    # the workers' own warnings (e.g. one slow to stop on a loaded machine) are not the
-    # user's business: a cell that fails is reported by the sweep itself
-    cluster = LocalCluster(  # type: ignore[no-untyped-call, unused-ignore]
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=logging.ERROR,
-    )
+    with _workers_ignore_ctrl_c():
+        # the workers' own warnings (e.g. one slow to stop on a loaded machine) are not
+        # the user's business: a cell that fails is reported by the sweep itself
+        cluster = LocalCluster(  # type: ignore[no-untyped-call, unused-ignore]
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        )
     try:
         with Client(cluster) as client:  # type: ignore[no-untyped-call, unused-ignore]
             yield client
     finally:
         cluster.close()
+
+
+@contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Worker processes started in here inherit an ignored SIGINT (Python then installs no
+    KeyboardInterrupt handler): Ctrl-C stops the sweep, which stops its workers, instead of
+    every worker printing a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def pending_cells(cells: Sequence[Cell], table: ResultTable) -> list[Cell]:
