@@ -11,10 +11,13 @@ from collections.abc import Iterable
 
 from ilucid.core.model import Cluster, Placement
 
-__all__ = ["MAIN_POOL", "FreeGpus"]
+__all__ = ["MAIN_POOL", "UNAVAILABLE_POOL", "FreeGpus"]
 
 #: The pool every node starts in; policies may move nodes to others (e.g. a profiler).
 MAIN_POOL = "main"
+#: Nodes the cluster manager took out of service (drained, down, cordoned): nothing is
+#: placed there, and jobs already there keep their GPUs in the books until they end.
+UNAVAILABLE_POOL = "unavailable"
 
 
 class FreeGpus:
@@ -22,6 +25,7 @@ class FreeGpus:
 
     __slots__ = (
         "_buckets",
+        "_fenced",
         "_fragmented",
         "_top",
         "capacity",
@@ -46,6 +50,7 @@ class FreeGpus:
         # a node's ``pool`` label places it (e.g. ``cloud``); unlabelled nodes are on-prem
         self.pool_of: list[str] = [n.labels.get("pool", MAIN_POOL) for n in cluster.nodes]
         self.pool_free: dict[str, int] = {MAIN_POOL: 0}
+        self._fenced: dict[int, str] = {}  # unavailable node -> the pool it returns to
         self._buckets: dict[tuple[str, str], list[set[int]]] = {}
         for index, node in enumerate(cluster.nodes):
             pool = self.pool_of[index]
@@ -64,7 +69,11 @@ class FreeGpus:
         return [b for t in wanted if (b := self._buckets.get((pool, t))) is not None]
 
     def set_pool(self, index: int, pool: str) -> None:
-        """Move a node to another pool; jobs on it keep running."""
+        """Move a node to another pool; jobs on it keep running. An unavailable node
+        stays out of every pool: the move takes effect when it is available again."""
+        if index in self._fenced:
+            self._fenced[index] = pool
+            return
         old = self.pool_of[index]
         if old == pool:
             return
@@ -74,6 +83,23 @@ class FreeGpus:
         self.pool_of[index] = pool
         self.pool_free[old] -= self.free[index]
         self.pool_free[pool] = self.pool_free.get(pool, 0) + self.free[index]
+
+    def set_unavailable(self, indices: Iterable[int]) -> None:
+        """Exactly ``indices`` are unavailable now (the cluster manager drained, cordoned
+        or lost them): they move to :data:`UNAVAILABLE_POOL`, where no placement looks,
+        while their running jobs stay accounted there; the others that were unavailable
+        return to the pool they were in (or the one a policy moved them to meanwhile)."""
+        wanted = set(indices)
+        for index in [i for i in self._fenced if i not in wanted]:
+            self.set_pool(index, self._fenced.pop(index))
+        for index in sorted(wanted - self._fenced.keys()):
+            home = self.pool_of[index]
+            self.set_pool(index, UNAVAILABLE_POOL)
+            self._fenced[index] = home
+
+    def unavailable(self) -> list[int]:
+        """The nodes :meth:`set_unavailable` set apart, in node order."""
+        return sorted(self._fenced)
 
     def pool_nodes(self, pool: str) -> list[int]:
         return [i for i, p in enumerate(self.pool_of) if p == pool]
