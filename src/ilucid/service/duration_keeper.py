@@ -1,7 +1,8 @@
 """Keeps the live duration model trained on this service's own finished jobs.
 
-Refits run in a separate worker *process* (``spawn``), never in the reconcile
-loop: fitting an EBM takes seconds of CPU and would stall scheduling passes. The
+Refits run in a separate worker *process* (``spawn``), or on a Dask cluster's
+workers when ``workers`` names its scheduler, never in the reconcile loop:
+fitting an EBM takes seconds of CPU and would stall scheduling passes. The
 worker reads the finished jobs from the database itself, fits on one core at a
 lower priority, and writes the model atomically (temporary file, then
 ``os.replace``) to ``<data dir>/models/duration-v<N>.pkl``. Only then does the
@@ -27,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,7 @@ class DurationKeeper:
         refit_every: int = 20,
         refit_interval_s: float = 0.0,
         clock: Callable[[], float] = time.time,
+        workers: str | None = None,
     ) -> None:
         if refit_every < 1:
             raise ValueError(f"refit_every must be at least 1 finished job, not {refit_every}")
@@ -159,7 +161,11 @@ class DurationKeeper:
         self.last_error = ""
         # re-entrant: a refit that fails at once calls back inside ``_start_locked``
         self._lock = threading.RLock()
-        self._pool: ProcessPoolExecutor | None = None
+        #: a Dask scheduler's address (``tcp://host:8786``): refits run on its workers,
+        #: which must reach the database and the model folder; None: a local process
+        self.workers = workers
+        self._pool: Executor | None = None
+        self._client: Any = None  # the Dask client behind ``_pool``, when ``workers``
         self._running: Future[_Fitted] | None = None
         self._target = 0  # version the running refit will get
         self._last_version = 0  # newest version recorded in the database
@@ -247,21 +253,33 @@ class DurationKeeper:
                 return {"status": "failed", "version": target, "error": self.last_error}
             return {"status": "started" if started else "running", "version": target}
 
-    def _start_locked(self) -> None:
+    def _executor(self) -> Executor:
+        """Where refits run: a Dask cluster's workers, else one local spawned process."""
         if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(
-                1, mp_context=context, initializer=_watch_parent, initargs=(os.getpid(),)
-            )
+            if self.workers:
+                from distributed import Client
+
+                # a worker lost mid-refit: Dask runs the task again on another one
+                self._client = Client(self.workers, timeout="10s", set_as_default=False)
+                self._pool = self._client.get_executor()
+            else:
+                context = multiprocessing.get_context("spawn")
+                self._pool = ProcessPoolExecutor(
+                    1, mp_context=context, initializer=_watch_parent, initargs=(os.getpid(),)
+                )
+        return self._pool
+
+    def _start_locked(self) -> None:
+        pool = self._executor()
         assert self.engine is not None and self.model_dir is not None
         self._target = max(self._last_version, self.live.version) + 1
         self._since_refit = 0
         self._refit_at = self.clock()
         url = self.engine.url.render_as_string(hide_password=False)
         try:
-            future = self._pool.submit(_refit, url, str(self.model_dir), self._target)
+            future = pool.submit(_refit, url, str(self.model_dir), self._target)
         except RuntimeError:  # BrokenProcessPool (its worker was killed): a fresh one
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
             self._start_locked()
             return
@@ -331,5 +349,8 @@ class DurationKeeper:
         """Stop the worker (a refit under way is abandoned; the last model stays)."""
         with self._lock:
             pool, self._pool = self._pool, None
-        if pool is not None:
+            client, self._client = self._client, None
+        if client is not None:  # a Dask executor: closing the client cancels its tasks
+            client.close()
+        elif pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
