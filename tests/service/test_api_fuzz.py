@@ -592,9 +592,11 @@ def test_a_50_mb_body_is_refused_with_or_without_a_content_length(api: Api, serv
 def test_field_level_messages_for_common_mistakes(api: Api) -> None:
     missing = api.client.post("/jobs", json={"gpus": 1}, headers=api.user)
     assert missing.status_code == 422
-    assert missing.json()["detail"][0]["loc"] == ["body", "command"]
+    assert missing.json()["errors"][0]["loc"] == ["body", "command"]
+    assert missing.json()["detail"] == "command: is required"
     negative = api.client.post("/jobs", json={"command": ["true"], "gpus": -1}, headers=api.user)
-    assert negative.json()["detail"][0]["loc"] == ["body", "gpus"]
+    assert negative.json()["errors"][0]["loc"] == ["body", "gpus"]
+    assert negative.json()["detail"] == "gpus: must be >= 0 (got -1)"
     nul = api.client.post("/jobs", json={"command": ["echo", "a\x00b"]}, headers=api.user)
     assert nul.status_code == 422 and "NUL" in nul.json()["detail"]
 

@@ -41,13 +41,15 @@ def post(raw: str) -> tuple[int, object]:
 def test_non_finite_and_huge_numbers_are_refused_with_the_field(field: str, number: str) -> None:
     status, body = post(f'{{"command": ["true"], "{field}": {number}}}')
     assert status == 422, body
-    assert isinstance(body, dict) and body["detail"][0]["loc"] == ["body", field]
+    assert isinstance(body, dict) and body["errors"][0]["loc"] == ["body", field]
+    assert body["detail"].startswith(f"{field}: must be ")
 
 
 @pytest.mark.parametrize("value", ['"2"', "true", "2.0", "[2]"])
 def test_gpus_must_be_a_whole_number_not_something_coercible(value: str) -> None:
     status, body = post(f'{{"command": ["true"], "gpus": {value}}}')
-    assert status == 422 and body["detail"][0]["loc"] == ["body", "gpus"]  # type: ignore[index]
+    assert status == 422 and body["errors"][0]["loc"] == ["body", "gpus"]  # type: ignore[index]
+    assert body["detail"] == f"gpus: must be a whole number (got {value})"  # type: ignore[index]
 
 
 def test_a_lone_surrogate_is_refused_and_the_job_list_stays_readable() -> None:
@@ -68,7 +70,8 @@ def test_oversized_bodies_and_commands_are_refused() -> None:
 
 def test_cwd_must_be_absolute() -> None:
     status, body = post('{"command": ["true"], "cwd": "relative/dir"}')
-    assert status == 422 and body["detail"][0]["loc"] == ["body", "cwd"]  # type: ignore[index]
+    assert status == 422 and body["errors"][0]["loc"] == ["body", "cwd"]  # type: ignore[index]
+    assert body["detail"] == "cwd: must be an absolute path, got 'relative/dir'"  # type: ignore[index]
 
 
 def test_a_valid_submission_is_still_accepted_and_listed() -> None:

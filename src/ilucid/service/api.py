@@ -8,7 +8,7 @@ job ids but never another user's command. /metrics shows every tenant's counts,
 so it needs an admin token unless the service was started with
 ``metrics_public`` (``ilucid serve --metrics-public``, for a scraper on a trusted
 network). Errors are JSON ``{"detail": "..."}`` with a status code that says
-whose fault it is.
+whose fault it is; a 422 for a malformed request also lists its ``errors``.
 
 There is no /docs or /redoc: FastAPI's pages load Swagger UI and ReDoc from a
 CDN, and would run that script on the origin where the dashboard keeps its
@@ -23,22 +23,17 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from ilucid.service import routes_admin, routes_cluster, routes_jobs, routes_views
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML, static_files
-from ilucid.service.edge import MAX_BODY_BYTES, BodyLimit, SecurityHeaders, json_safe
+from ilucid.service.edge import MAX_BODY_BYTES, BodyLimit, SecurityHeaders, validation_answer
 from ilucid.service.scheduler_service import SchedulerService
 
 __all__ = ["build_app"]
 
 
 async def _invalid(_: Request, exc: Exception) -> JSONResponse:
-    """422 with each error's type, location and message (and its input when short)."""
+    """422 whose ``detail`` is one sentence naming each field at fault (what the CLI
+    prints), with the structured errors under ``errors``."""
     assert isinstance(exc, RequestValidationError)
-    errors = []
-    for error in exc.errors():
-        kept = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
-        if "input" in error and len(repr(error["input"])) <= 200:
-            kept["input"] = error["input"]
-        errors.append(json_safe(kept))
-    return JSONResponse({"detail": errors}, status_code=422)
+    return validation_answer(exc.errors())
 
 
 def _dashboard() -> HTMLResponse:
