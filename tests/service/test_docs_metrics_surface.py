@@ -1,14 +1,17 @@
-"""The service's unauthenticated surface, kept small on purpose (issue 16).
+"""The service's unauthenticated surface, kept small on purpose (issue 16), and the
+metric names the docs and the Grafana dashboard give, checked against /metrics.
 
 /metrics needs an admin token unless the service was started with
 ``--metrics-public``; there is no /docs or /redoc (they load script from a CDN on
 the dashboard's origin), only /openapi.json; every response says
 ``X-Content-Type-Options: nosniff`` and carries a Content-Security-Policy that
-forbids framing (the dashboard's pins its own script and style by hash).
+forbids framing (the dashboard's allows only its own script and style files, and no
+inline code).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from ilucid.backends.local import GpuInventory, LocalBackend
 from ilucid.service.api import build_app
@@ -24,6 +28,7 @@ from ilucid.service.auth import create_token
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.edge import STRICT_CSP
+from ilucid.service.metrics_export import METRIC_NAMES
 from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,7 +69,7 @@ def test_metrics_need_an_admin_token_by_default(site: Site) -> None:
 def test_metrics_public_serves_them_without_a_token(tmp_path: Path) -> None:
     site = Site(tmp_path, metrics_public=True)
     response = site.client.get("/metrics")
-    assert response.status_code == 200 and "ilucid_gpus_total 2" in response.text
+    assert response.status_code == 200 and "ilucid_gpus 2.0" in response.text
     # the rest of the API still needs its token
     assert site.client.get("/jobs").status_code == 401
 
@@ -112,7 +117,7 @@ def test_no_cdn_backed_docs_pages_but_the_openapi_schema_stays(site: Site) -> No
 
 
 # -- security headers -------------------------------------------------------------------
-def test_the_dashboard_has_a_strict_csp_pinning_its_script_and_style(site: Site) -> None:
+def test_the_dashboard_has_a_strict_csp_allowing_only_its_own_files(site: Site) -> None:
     response = site.client.get("/")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
@@ -121,8 +126,11 @@ def test_the_dashboard_has_a_strict_csp_pinning_its_script_and_style(site: Site)
     directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
     assert directives["default-src"] == "'none'"
     assert directives["frame-ancestors"] == "'none'"
-    assert directives["script-src"].startswith("'sha256-")
-    assert directives["style-src"].startswith("'sha256-")
+    # the page's script and style are files it serves itself: no inline code may run
+    assert directives["script-src"] == "'self'"
+    assert directives["style-src"] == "'self'"
+    assert "<style" not in response.text
+    assert all(" src=" in tag for tag in re.findall(r"<script[^>]*>", response.text))
     assert directives["connect-src"] == "'self'"
     assert "unsafe" not in csp and "http" not in csp and "*" not in csp
     assert response.headers["x-content-type-options"] == "nosniff"
@@ -172,3 +180,32 @@ def test_an_oversized_body_is_refused_with_413_and_the_same_headers(site: Site) 
     # a body within the limit is still read whole and accepted
     small = site.client.post("/jobs", json={"command": ["echo", "y" * 1000]}, headers=site.user)
     assert small.status_code == 201, small.text
+
+
+# -- the metric names the docs give -----------------------------------------------------
+def _documented_metric_names() -> dict[str, set[str]]:
+    """Every ``ilucid_*`` name in the README, docs/ and deploy/, by file."""
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    files += sorted(p for p in (root / "deploy").rglob("*") if p.suffix in (".md", ".json"))
+    found: dict[str, set[str]] = {}
+    for path in files:
+        names = set(re.findall(r"\bilucid_[a-z_]+\b", path.read_text(encoding="utf-8")))
+        if names:
+            found[str(path.relative_to(root))] = names
+    return found
+
+
+def test_the_docs_name_the_metrics_served_and_every_one_is_documented(tmp_path: Path) -> None:
+    site = Site(tmp_path, metrics_public=True)
+    text = site.client.get("/metrics").text
+    served = set()
+    for family in text_string_to_metric_families(text):
+        served |= {family.name, *(s.name for s in family.samples)}
+        if family.type == "counter":  # named with _total even before a first sample
+            served.add(f"{family.name}_total")
+    documented = _documented_metric_names()
+    assert "README.md" in documented and "deploy/grafana/ilucid.json" in documented
+    for where, names in documented.items():
+        assert names <= served, f"{where} names metrics /metrics lacks: {names - served}"
+    assert set(METRIC_NAMES) <= documented["README.md"], "README: list every metric"

@@ -46,7 +46,7 @@ def _histograms(url: str) -> dict[str, dict[str, float]]:
     """``{metric: {le: cumulative count, "sum": s, "count": n}}`` of the pass histograms."""
     found: dict[str, dict[str, float]] = {}
     for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        for name in ("ilucid_pass_seconds", "ilucid_reconcile_seconds"):
+        for name in ("ilucid_pass_duration_seconds", "ilucid_reconcile_duration_seconds"):
             if not line.startswith(name + "_"):
                 continue
             key, value = line.rsplit(" ", 1)
@@ -123,14 +123,18 @@ def test_the_duration_model_learns_live_and_survives_a_crash_mid_refit(tmp_path:
         _wait(lambda: model()["version"] == 1, 90, "duration model v1")
         refit_ended = _histograms(url)
         baseline = _window(
-            before["ilucid_reconcile_seconds"], refit_began["ilucid_reconcile_seconds"]
+            before["ilucid_reconcile_duration_seconds"],
+            refit_began["ilucid_reconcile_duration_seconds"],
         )
         during = _window(
-            refit_began["ilucid_reconcile_seconds"], refit_ended["ilucid_reconcile_seconds"]
+            refit_began["ilucid_reconcile_duration_seconds"],
+            refit_ended["ilucid_reconcile_duration_seconds"],
         )
-        core_baseline = _window(before["ilucid_pass_seconds"], refit_began["ilucid_pass_seconds"])
+        core_baseline = _window(
+            before["ilucid_pass_duration_seconds"], refit_began["ilucid_pass_duration_seconds"]
+        )
         core_during = _window(
-            refit_began["ilucid_pass_seconds"], refit_ended["ilucid_pass_seconds"]
+            refit_began["ilucid_pass_duration_seconds"], refit_ended["ilucid_pass_duration_seconds"]
         )
         print(f"reconcile passes before the refit: {baseline}; during it: {during}")
         print(f"core passes before the refit: {core_baseline}; during it: {core_during}")

@@ -161,7 +161,7 @@ def test_metrics_and_openapi(site: Site) -> None:
     site.service.reconcile()
     text = site.call("GET", "/metrics", site.admin).text
     assert 'ilucid_decisions_total{action="start",reason="Scheduled"}' in text
-    assert "ilucid_pass_seconds_count 1" in text and 'le="+Inf"} 1' in text
+    assert "ilucid_pass_duration_seconds_count 1.0" in text and 'le="+Inf"} 1' in text
     assert "/jobs/{job_id}/explain" in site.client.get("/openapi.json").json()["paths"]
 
 

@@ -1,85 +1,189 @@
-"""The service's Prometheus metrics: jobs by state, pending by class and tenant, GPUs,
-preemptions, decisions by reason, and the scheduling-pass latency histograms."""
+"""The service's Prometheus metrics, through ``prometheus-client``: jobs by state,
+pending jobs by class and tenant, GPUs, preemptions, decisions by reason, the
+scheduling-pass and reconcile latency histograms and the duration model, plus the
+library's process and garbage-collector collectors.
 
-from collections.abc import Sequence
+The library writes the exposition text, so label values (a tenant's name) are
+escaped by it and histograms follow its rules. Each service gets a registry of its
+own, never the library's global one: a process (a test) may hold many services.
+Names follow Prometheus's conventions: an ``ilucid_`` prefix, base units (seconds),
+``_total`` on counters. The families are listed in :data:`METRIC_NAMES`.
+"""
 
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, GCCollector, ProcessCollector, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ilucid.service.db import DecisionRow, JobRow
-from ilucid.service.latency import BUCKETS as PASS_BUCKETS
+from ilucid.service.latency import BUCKETS, Latency
+from ilucid.service.lifecycle import STORED_STATES, Phase
 from ilucid.service.scheduler_service import SchedulerService
 
-__all__ = ["render_metrics"]
+__all__ = ["METRIC_NAMES", "render_metrics"]
+
+#: every ilucid family served at /metrics, as a scrape names its samples (a counter's
+#: samples end in ``_total``; a histogram's in ``_bucket``, ``_sum`` and ``_count``)
+METRIC_NAMES: dict[str, str] = {
+    "ilucid_jobs": "gauge",
+    "ilucid_pending_jobs": "gauge",
+    "ilucid_gpus": "gauge",
+    "ilucid_gpus_busy": "gauge",
+    "ilucid_gpu_utilisation_ratio": "gauge",
+    "ilucid_preemptions_total": "counter",
+    "ilucid_decisions_total": "counter",
+    "ilucid_pass_duration_seconds": "histogram",
+    "ilucid_reconcile_duration_seconds": "histogram",
+    "ilucid_duration_model_version": "gauge",
+    "ilucid_duration_model_refitting": "gauge",
+}
 
 
-def _histogram(name: str, counts: Sequence[int], total: float, count: int) -> list[str]:
-    """A histogram over ``PASS_BUCKETS`` in the exposition format (cumulative buckets)."""
-    lines = [f"# TYPE {name} histogram"]
-    cumulative = 0
-    for bound, n in zip(PASS_BUCKETS, counts, strict=False):
-        cumulative += n
-        lines.append(f'{name}_bucket{{le="{bound:g}"}} {cumulative}')
-    lines.append(f'{name}_bucket{{le="+Inf"}} {count}')
-    return [*lines, f"{name}_sum {total:.6f}", f"{name}_count {count}"]
+def _histogram(name: str, help_text: str, latency: Latency) -> HistogramMetricFamily:
+    """A :class:`Latency` (per-bucket counts over :data:`BUCKETS`) as cumulative buckets."""
+    cumulative, buckets = 0, []
+    for bound, count in zip(BUCKETS, latency.histogram, strict=True):
+        cumulative += count
+        buckets.append((f"{bound:g}", float(cumulative)))
+    buckets.append(("+Inf", float(latency.count)))
+    return HistogramMetricFamily(name, help_text, buckets=buckets, sum_value=latency.seconds)
 
 
-def _label(value: object) -> str:
-    """A Prometheus label value, escaped as the exposition format requires (backslash,
-    double quote, newline): a tenant name cannot end its label and add a line."""
-    text = str(value)
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class ServiceCollector(Collector):
+    """Reads the service's figures at each scrape (the database and the live core), so
+    nothing has to be updated as jobs move. Holds the service weakly: the registry is
+    cached per service and must not keep it alive."""
+
+    def __init__(self, service: SchedulerService) -> None:
+        self._service = weakref.ref(service)
+
+    def collect(self) -> Iterator[Metric]:
+        service = self._service()
+        if service is None:
+            return
+        yield from _job_counts(service)
+        with service.lock:
+            free = service.scheduler.free.free_total
+            total = service.cluster.total_gpus
+            passes = Latency(
+                service.pass_latency.count,
+                service.pass_latency.seconds,
+                list(service.pass_latency.histogram),
+            )
+            reconciles = Latency(
+                service.reconcile_latency.count,
+                service.reconcile_latency.seconds,
+                list(service.reconcile_latency.histogram),
+            )
+        yield GaugeMetricFamily("ilucid_gpus", "GPUs the cluster holds", value=total)
+        yield GaugeMetricFamily("ilucid_gpus_busy", "GPUs held by jobs", value=total - free)
+        yield GaugeMetricFamily(
+            "ilucid_gpu_utilisation_ratio",
+            "busy GPUs / all GPUs (0 to 1)",
+            value=(total - free) / total if total else 0.0,
+        )
+        yield _histogram(
+            "ilucid_pass_duration_seconds", "duration of a scheduling pass (the core)", passes
+        )
+        yield _histogram(
+            "ilucid_reconcile_duration_seconds",
+            "duration of a whole reconcile (observe, record, schedule, apply)",
+            reconciles,
+        )
+        model = service.durations.status()
+        yield GaugeMetricFamily(
+            "ilucid_duration_model_version",
+            "version of the live duration model (0: medians, no model yet)",
+            value=float(model["version"]),
+        )
+        yield GaugeMetricFamily(
+            "ilucid_duration_model_refitting",
+            "1 while the duration model is being refitted",
+            value=float(bool(model["refitting"])),
+        )
 
 
-def render_metrics(service: SchedulerService) -> str:
-    """The metrics in Prometheus's text exposition format."""
+def _job_counts(service: SchedulerService) -> Iterator[Metric]:
+    """The families counted in the database: jobs, pending jobs, preemptions, decisions."""
     with Session(service.engine) as session:
         states = session.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all()
         pending = session.execute(
             select(JobRow.job_class, JobRow.tenant, func.count())
-            .where(JobRow.state == "pending")
+            .where(JobRow.state == Phase.PENDING.value)
             .group_by(JobRow.job_class, JobRow.tenant)
         ).all()
         preemptions = session.scalar(select(func.coalesce(func.sum(JobRow.preemptions), 0)))
-        reasons = session.execute(
+        decisions = session.execute(
             select(DecisionRow.action, DecisionRow.code, func.count()).group_by(
                 DecisionRow.action, DecisionRow.code
             )
         ).all()
-    with service.lock:
-        free = service.scheduler.free.free_total
-        total = service.cluster.total_gpus
-        passes, reconciles = service.pass_latency, service.reconcile_latency
-        buckets = list(passes.histogram)
-        pass_sum, pass_count = passes.seconds, passes.count
-        whole = list(reconciles.histogram)
-        whole_sum, whole_count = reconciles.seconds, reconciles.count
-    model = service.durations.status()
-    lines = ["# TYPE ilucid_jobs gauge"]
-    lines += [f'ilucid_jobs{{state="{_label(s)}"}} {n}' for s, n in sorted(states)]
-    lines += ["# TYPE ilucid_pending_jobs gauge"]
-    lines += [
-        f'ilucid_pending_jobs{{class="{_label(c)}",tenant="{_label(t)}"}} {n}'
-        for c, t, n in sorted(pending)
-    ]
-    lines += ["# TYPE ilucid_gpus_busy gauge", f"ilucid_gpus_busy {total - free}"]
-    lines += ["# TYPE ilucid_gpus_total gauge", f"ilucid_gpus_total {total}"]
-    lines += [
-        "# TYPE ilucid_gpu_utilisation gauge",
-        f"ilucid_gpu_utilisation {(total - free) / total if total else 0:.4f}",
-    ]
-    lines += ["# TYPE ilucid_preemptions_total counter", f"ilucid_preemptions_total {preemptions}"]
-    lines += ["# TYPE ilucid_decisions_total counter"]
-    lines += [
-        f'ilucid_decisions_total{{action="{_label(a)}",reason="{_label(c)}"}} {n}'
-        for a, c, n in sorted(reasons)
-    ]
-    lines += _histogram("ilucid_pass_seconds", buckets, pass_sum, pass_count)
-    lines += _histogram("ilucid_reconcile_seconds", whole, whole_sum, whole_count)
-    lines += [
-        "# TYPE ilucid_duration_model_version gauge",
-        f"ilucid_duration_model_version {model['version']}",
-        "# TYPE ilucid_duration_model_refitting gauge",
-        f"ilucid_duration_model_refitting {int(model['refitting'])}",
-    ]
-    return "\n".join(lines) + "\n"
+    counts = dict.fromkeys(STORED_STATES, 0) | {state: n for state, n in states}
+    yield _labelled(
+        GaugeMetricFamily, "ilucid_jobs", "jobs by state", ["state"], list(counts.items())
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "ilucid_pending_jobs",
+        "pending jobs by class and tenant",
+        ["class", "tenant"],
+        pending,
+    )
+    yield CounterMetricFamily(
+        "ilucid_preemptions", "preemptions of all jobs", value=float(preemptions or 0)
+    )
+    yield _labelled(
+        CounterMetricFamily,
+        "ilucid_decisions",
+        "scheduling decisions by action and reason code",
+        ["action", "reason"],
+        decisions,
+    )
+
+
+def _labelled(
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    help_text: str,
+    labels: list[str],
+    rows: Sequence[Sequence[Any]],
+) -> Metric:
+    """A family with one sample per row: the row's label values, then its count."""
+    family = kind(name, help_text, labels=labels)
+    for *values, count in sorted(rows, key=lambda row: tuple(map(str, row))):
+        family.add_metric([str(v) for v in values], float(count))
+    return family
+
+
+_registries: weakref.WeakKeyDictionary[SchedulerService, CollectorRegistry] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _registry(service: SchedulerService) -> CollectorRegistry:
+    """The service's own registry: its collector and the process and GC collectors."""
+    registry = _registries.get(service)
+    if registry is None:
+        registry = CollectorRegistry()
+        registry.register(ServiceCollector(service))
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
+        _registries[service] = registry
+    return registry
+
+
+def render_metrics(service: SchedulerService) -> str:
+    """The metrics in Prometheus's text exposition format."""
+    return generate_latest(_registry(service)).decode("utf-8")
