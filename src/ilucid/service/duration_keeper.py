@@ -260,7 +260,9 @@ class DurationKeeper:
                 from distributed import Client
 
                 # a worker lost mid-refit: Dask runs the task again on another one
-                self._client = Client(self.workers, timeout="10s", set_as_default=False)
+                self._client = Client(  # type: ignore[no-untyped-call, unused-ignore]
+                    self.workers, timeout="10s", set_as_default=False
+                )
                 self._pool = self._client.get_executor()
             else:
                 context = multiprocessing.get_context("spawn")

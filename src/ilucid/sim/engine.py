@@ -13,7 +13,6 @@ What a replay records (:class:`JobRecord`, :class:`SimResult`, ...) lives in
 from __future__ import annotations
 
 import heapq
-import re
 import time
 from collections.abc import Sequence
 
@@ -28,6 +27,7 @@ from ilucid.core import (
     Scheduler,
     SchedulerConfig,
 )
+from ilucid.sim.explainer import Explainer
 from ilucid.sim.quiet_gc import few_collections
 from ilucid.sim.replay_types import (
     MAX_SAMPLES,
@@ -157,10 +157,8 @@ class Replay:
         self.done = 0
         self.waited = 0  # arrivals that could not start at once
         self.report_every = max(1, len(jobs) // 200)
-        # the explained job's story
-        self.story: list[tuple[float, str]] = []
-        self.waits: dict[str, float] = {}  # why it waited -> seconds
-        self.last_reason: tuple[float, str] | None = None
+        # the explained job's story, told by an observer
+        self.explainer = Explainer(explain) if explain is not None else None
 
     def run(self) -> SimResult:
         """Advance from moment to moment until every job has finished.
@@ -184,8 +182,9 @@ class Replay:
                 decisions = scheduler.schedule(now)
                 if self.arrived:
                     self._note_waiting(now)
-                if self.explain is not None:
-                    self._explain_pass(decisions, now)
+                if self.explainer is not None:
+                    explained = self.explainer.job_id
+                    self.explainer.on_pass(scheduler, self.specs.get(explained), decisions, now)
                 apply(decisions, now)
                 self.wake = wake = scheduler.next_wakeup(now)
                 if wake is not None and wake <= now:
@@ -257,14 +256,8 @@ class Replay:
         self.work[job_id] += self.config.overhead.for_job(spec)
         self.version[job_id] += 1
         self.scheduler.profiled(job_id, now, report)
-        if job_id == self.explain:
-            self.story.append(
-                (
-                    now,
-                    f"left the profiler: sharing score {report.sharing_score},"
-                    f" {report.gpu_memory_gb or 0:.1f} GB; {report.note}",
-                )
-            )
+        if self.explainer is not None and job_id == self.explain:
+            self.explainer.on_profiled(report, now)
 
     def _end(self, job_id: str, now: float) -> None:
         """A job's work ran out: it finishes, its packing partner (if any) runs alone
@@ -343,41 +336,9 @@ class Replay:
         if expected is None:
             return
         self.records[job_id].predicted_start = expected
-        if job_id == self.explain:
+        if self.explainer is not None and job_id == self.explain:
             position = scheduler.policy.queue_position(job_state, now)
-            self.story.append(
-                (
-                    now,
-                    f"queued at position {position}; expected to start at"
-                    f" t={expected:,.0f} (in {expected - now:,.0f} s)",
-                )
-            )
-
-    def _explain_pass(self, decisions: list[Decision], now: float) -> None:
-        """Tell the explained job's story: the decisions on it, why these nodes, and
-        for how long each reason kept it waiting (summed between passes)."""
-        explain = self.explain
-        assert explain is not None
-        scheduler = self.scheduler
-        if self.last_reason is not None:
-            since, reason = self.last_reason
-            self.waits[reason] = self.waits.get(reason, 0.0) + now - since
-            self.last_reason = None
-        for decision in decisions:
-            if decision.job_id != explain:
-                continue
-            self.story.append((now, decision.explain()))
-            if decision.action is Action.START and decision.placement is not None:
-                parts = scheduler.placer.explain(
-                    self.specs[explain], decision.placement, scheduler.free
-                )
-                terms = "; ".join(f"{p.plugin} {p.value:+g} ({p.detail})" for p in parts)
-                self.story.append((now, "why these nodes: " + terms))
-        state = scheduler.jobs.get(explain)
-        if state is not None and state.status.value == "pending":
-            # aggregate over time without the queue position, which changes every pass
-            sentence = scheduler.why_pending(explain, now)
-            self.last_reason = (now, re.sub(r" \(position \d+ in [\w-]+ order\)", "", sentence))
+            self.explainer.on_predicted(position, expected, now)
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Carry out the pass's decisions in order (holds change nothing here)."""
@@ -488,8 +449,8 @@ class Replay:
             wall_s=time.perf_counter() - self.wall_start,
             busy_gpu_seconds=self.busy_total,
             tuner_log=list(self.policy.tuner_log),
-            story=self.story,
-            waits=self.waits,
+            story=self.explainer.story if self.explainer is not None else [],
+            waits=self.explainer.waits if self.explainer is not None else {},
             pool_gpu_seconds=self.pool_gpu_s,
         )
 
