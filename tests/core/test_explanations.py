@@ -26,8 +26,9 @@ def test_why_pending_counts_nodes_by_reason() -> None:
     scheduler.submit(JobSpec("a100-job", 1.0, 4, 10.0, gpu_type="A100"), 1.0)
     assert scheduler.schedule(1.0) == []
     assert scheduler.why_pending("a100-job", 1.0) == (
-        "pending (position 1 in fifo order): 0/3 nodes fit:"
-        " 2 with fewer than 4 free GPUs, 1 with GPU type V100 (needs A100)"
+        "pending (position 1 in fifo order): 4 A100 GPUs are free but on 2 nodes"
+        " (at most 2 on one); the job needs 4 on one node;"
+        " other nodes: 1 with GPU type V100 (needs A100)"
     )
 
 
@@ -55,8 +56,11 @@ def test_start_decision_carries_reason_and_score_parts() -> None:
     placement = decisions[1].placement
     assert placement is not None and placement.parts == ((0, 2),)
     parts = ConsolidatingPlacer().explain(JobSpec("b", 0.0, 2, 10.0), placement, scheduler.free)
-    assert [(p.plugin, p.value) for p in parts] == [("consolidation", -1.0), ("best-fit", -0.0)]
-    assert parts[1].detail == "leaves 0 GPU(s) free on the chosen node(s)"
+    assert [(p.plugin, p.value) for p in parts] == [("consolidation", -1.0), ("best-fit", 0.0)]
+    assert [str(p) for p in parts] == [
+        "consolidation -1 (spans 1 node (node0))",
+        "best-fit +0 (leaves 0 GPUs free there)",
+    ]
 
 
 def test_preemption_is_explained_with_its_cost() -> None:
@@ -82,4 +86,4 @@ def test_never_placeable_names_the_reason_once_per_shape() -> None:
     assert refused["h100"].message == (
         "0/3 nodes fit: 2 with GPU type A100 (needs H100), 1 with GPU type V100 (needs H100)"
     )
-    assert refused["huge"].message.startswith("needs 32 GPUs across about 4 nodes")
+    assert refused["huge"].message == "the job needs 32 GPUs but the cluster has only 24"

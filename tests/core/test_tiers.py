@@ -249,7 +249,9 @@ def test_a_backfilled_job_says_whose_drained_nodes_it_uses() -> None:
     scheduler.submit(training("x0", 200, 1, 50), 200)
     scheduler.submit(training("x1", 200, 1, 50), 200)
     decisions = {d.job_id: d.explain() for d in scheduler.schedule(200)}
-    assert decisions["x0"] == "start x0: fair share: tenant default has the lowest usage"
+    assert decisions["x0"] == (
+        "start x0: tiered: least estimated GPU-seconds (50) of the waiting jobs that fit"
+    )
     assert decisions["x1"] == (
         "start x1: backfilled on nodes drained for job big: expected to end by t=1000,"
         " before they are expected to be empty"

@@ -41,6 +41,14 @@ class ScorePart:
     value: float
     detail: str
 
+    def __post_init__(self) -> None:
+        # a term computed as -0 (nothing left over) reads as "-0"; it is zero
+        object.__setattr__(self, "value", self.value + 0.0)
+
+    def __str__(self) -> str:
+        """``best-fit +0 (leaves 0 GPUs free there)``."""
+        return f"{self.plugin} {self.value:+g} ({self.detail})"
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:

@@ -2,19 +2,22 @@
 
 Filters judge whether a kind of node can ever host a job (GPU type, GPU memory);
 the placer then picks concrete nodes among the free GPUs. Both explain a refusal
-with countable reasons, aggregated the way ``kubectl describe pod`` does:
-"0/172 nodes fit: 150 with fewer than 4 free GPUs, 22 with GPU type V100 (needs A100)".
+with a sentence that leads with the binding constraint, then counts the other
+nodes the way ``kubectl describe pod`` does: "all 1,200 A100 GPUs are busy
+(1,100 training, 100 inference); other nodes: 22 with GPU type V100 (needs A100)".
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
 from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
+from ilucid.core.jobs import JobState
 from ilucid.core.model import Cluster, JobSpec, Node, Placement
+from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open_to, pool_words
 
 __all__ = [
     "ConsolidatingPlacer",
@@ -25,6 +28,7 @@ __all__ = [
     "allowed_types",
     "explain_unplaceable",
     "never_placeable",
+    "why_unplaced",
 ]
 
 
@@ -191,61 +195,152 @@ class ConsolidatingPlacer:
             ScorePart(
                 "consolidation",
                 -float(len(placement.parts)),
-                f"spans {len(placement.parts)} node(s)"
+                f"spans {plural(len(placement.parts), 'node')}"
                 f" ({', '.join(nodes[i].name for i in placement.node_indices)})",
             ),
             ScorePart(
                 "best-fit",
                 -float(left),
-                f"leaves {left} GPU(s) free on the chosen node(s)",
+                f"leaves {plural(left, 'GPU')} free there",
             ),
         )
 
 
 def explain_unplaceable(
-    job: JobSpec, free: FreeGpus, filters: Sequence[Filter] = DEFAULT_FILTERS
+    job: JobSpec,
+    free: FreeGpus,
+    filters: Sequence[Filter] = DEFAULT_FILTERS,
+    held: Callable[[], Mapping[int, Mapping[str, int]]] | None = None,
 ) -> Reason:
-    """Aggregate per-node refusals into one countable sentence (computed only on demand)."""
+    """Why ``job`` finds no room, the binding constraint first (computed only on demand).
+
+    The nodes the job may use (an open pool, the right GPU type and memory) are
+    judged together: too few free GPUs (``held`` gives the GPUs per node and job
+    class, to say who holds them; asked only then), or free GPUs spread too
+    thin. The other nodes follow, counted by why they do not count, as
+    ``kubectl describe pod`` counts them.
+    """
     cluster = free.cluster
-    counts: Counter[str] = Counter()
-    fitting = 0
-    whole_free = 0
+    others: Counter[str] = Counter()
+    usable: list[int] = []
     for index, node in enumerate(cluster.nodes):
         pool = free.pool_of[index]
-        if pool != MAIN_POOL:
-            counts[f"in the {pool} pool"] += 1
+        if not pool_open_to(job, pool):
+            others[pool_words(pool)] += 1
             continue
         rejection = next((r for f in filters if (r := f.reject(job, node)) is not None), None)
         if rejection is not None:
-            counts[rejection.message] += 1
+            others[rejection.message] += 1
             continue
-        if free.free[index] == free.capacity[index]:
-            whole_free += 1
-        if free.free[index] >= job.num_gpus:
-            fitting += 1
-        else:
-            counts[
-                "with no free GPU"
-                if job.num_gpus == 1
-                else f"with fewer than {job.num_gpus} free GPUs"
-            ] += 1
-    total = len(cluster.nodes)
-    parts = [f"{n} {text}" for text, n in counts.most_common()]
-    if job.num_gpus > cluster.max_gpus_per_node:
-        per_node = cluster.max_gpus_per_node
-        needed = -(-job.num_gpus // per_node)
-        head = (
-            f"needs {job.num_gpus} GPUs across about {needed} nodes;"
-            f" {whole_free}/{total} nodes are wholly free, {free.free_total} GPUs free in all"
+        usable.append(index)
+    room = [free.free[i] for i in usable]
+    sizes = [free.capacity[i] for i in usable]
+    numbers = {
+        "nodes": float(len(cluster.nodes)),
+        "usable_nodes": float(len(usable)),
+        "fitting": float(sum(1 for r in room if r >= job.num_gpus)),
+        "free_gpus": float(sum(room)),
+        "usable_gpus": float(sum(sizes)),
+    }
+    tally = ", ".join(f"{n} {text}" for text, n in others.most_common())
+    if not usable:
+        return Reason("Unschedulable", f"0/{len(cluster.nodes)} nodes fit: {tally}", numbers)
+
+    def busy() -> str:
+        """Who holds the busy GPUs; GPUs no job accounts for (foreign) are ``other``."""
+        if held is None:
+            return ""
+        counts: Counter[str] = Counter()
+        table = held()
+        for index in usable:
+            counts.update(table.get(index, {}))
+        unknown = sum(sizes) - sum(room) - sum(counts.values())
+        if unknown > 0:
+            counts["other"] += unknown
+        return class_split(counts)
+
+    code, head = _binding(job, room, sizes, busy, bool(others))
+    return Reason(code, head + (f"; other nodes: {tally}" if tally else ""), numbers)
+
+
+def _noun(job: JobSpec, count: int) -> str:
+    """``GPUs``, ``A100 GPU``, ``GPUs of 40 GB or more``: the GPUs the job may use."""
+    kind = f"{' or '.join(job.gpu_type.split('|'))} " if job.gpu_type else ""
+    memory = f" of {job.gpu_memory_gb:g} GB or more" if job.gpu_memory_gb else ""
+    return f"{kind}{'GPU' if count == 1 else 'GPUs'}{memory}"
+
+
+def _gpus(job: JobSpec, count: int) -> str:
+    return f"{count:,} {_noun(job, count)}"
+
+
+def _binding(
+    job: JobSpec, room: list[int], sizes: list[int], busy: Callable[[], str], others: bool
+) -> tuple[str, str]:
+    """The constraint that keeps ``job`` off the nodes it may use: (code, sentence)."""
+    need, total, free_now = job.num_gpus, sum(sizes), sum(room)
+    if need > total:
+        where = "only {} are open to it" if others else "the cluster has only {}"
+        return "TooLarge", f"the job needs {_gpus(job, need)} but {where.format(total)}"
+    if free_now < need:
+        split = busy()
+        if free_now == 0:
+            held = f" ({split})" if split else ""
+            if total == 1:
+                return "InsufficientGpus", f"the only {_noun(job, 1)} is busy{held}"
+            return "InsufficientGpus", f"all {_gpus(job, total)} are busy{held}"
+        held = f" ({total - free_now:,} busy: {split})" if split else ""
+        verb = "is" if free_now == 1 else "are"
+        return (
+            "InsufficientGpus",
+            f"only {free_now:,} of {_gpus(job, total)} {verb} free{held}"
+            f" and the job needs {need:,}",
         )
-    else:
-        head = f"{fitting}/{total} nodes fit"
-    sentence = head + (": " + ", ".join(parts) if parts else "")
-    return Reason(
-        "Unschedulable",
-        sentence,
-        {"nodes": float(total), "fitting": float(fitting), "free_gpus": float(free.free_total)},
+    spread = sum(1 for r in room if r)
+    if need <= max(sizes) and max(room) < need:
+        return (
+            "Fragmented",
+            f"{_gpus(job, free_now)} are free but on {plural(spread, 'node')}"
+            f" (at most {max(room)} on one); the job needs {need} on one node",
+        )
+    whole = sum(1 for r, s in zip(room, sizes, strict=True) if r == s)
+    if need > max(sizes):
+        nodes = f"only {whole} of {len(sizes)} nodes" if whole else f"none of {len(sizes)} nodes"
+        verb = "is" if whole == 1 else "are"
+        if len(set(sizes)) == 1:
+            count, rest = divmod(need, sizes[0])
+            wanted = plural(count, "whole node") + (f" and {rest} GPUs on one more" if rest else "")
+        else:
+            wanted = f"{need} GPUs on whole free nodes"
+        return (
+            "Fragmented",
+            f"{_gpus(job, free_now)} are free but {nodes} {verb} wholly free;"
+            f" the job needs {wanted}",
+        )
+    return (
+        "NoPlacement",
+        f"{_gpus(job, free_now)} are free on {plural(spread, 'node')}, but the placer finds"
+        f" no set of them that holds all {need} together",
     )
+
+
+def why_unplaced(
+    job: JobSpec,
+    free: FreeGpus,
+    placer: Placer,
+    running: Iterable[JobState],
+    partners: Mapping[str, str],
+) -> Reason | None:
+    """Why ``job`` cannot start now on any node open to it; None when it could.
+
+    ``running`` (with ``partners``, the packed pairs) tells who holds the busy
+    GPUs; it is read only when GPUs are short.
+    """
+    for pool, left in free.pool_free.items():
+        fits = left >= job.num_gpus and pool_open_to(job, pool)
+        if fits and placer.place(job, free, pool) is not None:
+            return None
+    return explain_unplaceable(job, free, held=lambda: busy_by_class(running, partners))
 
 
 def never_placeable(

@@ -83,7 +83,7 @@ class QuotaBook:
         may = max(0.0, quota.ceiling - used)
         return Reason(
             "QuotaExceeded",
-            f"tenant {tenant} uses {used}/{quota.guaranteed} guaranteed GPUs"
-            f" and may borrow {may:.0f} more (needs {gpus})",
+            f"over its tenant's quota: tenant {tenant} uses {used}/{quota.guaranteed}"
+            f" guaranteed GPUs and may borrow {may:.0f} more (needs {gpus})",
             {"used": float(used), "guaranteed": float(quota.guaranteed), "needs": float(gpus)},
         )

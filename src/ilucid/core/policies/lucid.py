@@ -30,10 +30,11 @@ from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
 from ilucid.core.placement import allowed_types
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
+from ilucid.core.wait_words import PROFILER, plural
 
 __all__ = ["PROFILER_POOL", "LucidConfig", "LucidPolicy", "TunerAction"]
 
-PROFILER_POOL = "profiler"
+PROFILER_POOL = PROFILER
 #: node label (value ``yes``) by which an operator reserves nodes for profiling
 PROFILER_LABEL = "ilucid.io/profiler"
 
@@ -95,6 +96,7 @@ class LucidPolicy(PolicyBase):
         self._pool_ready = False
         self._pending_forecast: tuple[Forecast, float] | None = None
         self._marked: frozenset[int] | None = None  # nodes labelled PROFILER_LABEL
+        self._free: FreeGpus | None = None  # the core's free GPUs, seen at the last pass
 
     @property
     def tuner_log(self) -> list[TunerAction]:
@@ -275,6 +277,27 @@ class LucidPolicy(PolicyBase):
             return None
         return "WaitingForProfiler"
 
+    def explain_wait(self, job: JobState, now: float) -> str | None:
+        """A new job waits for the profiler: how full it is (its place in the profiling
+        queue is the position ``why_pending`` shows)."""
+        if self.wait_code(job) is None:
+            return None
+        line = (
+            "smallest jobs first; each new job first runs there for up to"
+            f" {self.config.profile_limit_s:g} s"
+        )
+        nodes = self._free.pool_nodes(PROFILER_POOL) if self._free is not None else []
+        if self._free is None or not nodes:
+            return f"waiting for a profiling slot ({line})"
+        free = self._free
+        idle = sum(free.free[i] for i in nodes)
+        total = sum(free.capacity[i] for i in nodes)
+        verb = "is" if idle == 1 else "are"
+        return (
+            f"waiting for a profiling slot: {idle} of the profiler's {plural(total, 'GPU')}"
+            f" {verb} free and the job needs {job.spec.num_gpus} ({line})"
+        )
+
     def queue_position(self, job: JobState, now: float) -> int | None:
         key = self._main_key.get(job.seq)
         if key is None:
@@ -286,6 +309,7 @@ class LucidPolicy(PolicyBase):
 
     # -- decisions ---------------------------------------------------------------
     def schedule(self, step: SchedulingPass) -> None:
+        self._free = step.free
         if not self._pool_ready:
             self._pool_ready = True
             self.profiler_target = self.config.profiler_nodes

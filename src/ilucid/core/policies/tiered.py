@@ -28,9 +28,10 @@ rest, and nothing is ever preempted.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import Reason
@@ -228,12 +229,20 @@ class TieredPolicy(ReasonedWaits, PolicyBase):
             free.set_pool(index, INFERENCE_POOL)
         self._pools_set = True
 
-    def _start_training(self, step: SchedulingPass, job: JobState, why: str) -> bool:
-        """Training goes to the main pool first, onto serving nodes only as a fallback."""
+    def _start_training(
+        self, step: SchedulingPass, job: JobState, why: str | Callable[[], str]
+    ) -> bool:
+        """Training goes to the main pool first, onto serving nodes only as a fallback.
+
+        ``why`` may be a function, called only when the job starts."""
         if step.try_start(job, why, MAIN_POOL):
             return True
         return not self.static and step.try_start(
-            job, f"{why} (on a node that also serves inference)", SERVING_POOL
+            job,
+            lambda: (
+                f"{why if isinstance(why, str) else why()} (on a node that also serves inference)"
+            ),
+            SERVING_POOL,
         )
 
     def _reclaim_guarantees(self, step: SchedulingPass) -> None:
@@ -300,6 +309,7 @@ class TieredPolicy(ReasonedWaits, PolicyBase):
         book = self.quotas
         turn = [(book.share(t), t) for t, queue in self._pending.items() if queue.size]
         heapq.heapify(turn)
+        tenants = len(turn)  # fair share decides nothing when one tenant waits alone
         pools = step.free.pool_free
         latest = drainer.latest_promise()  # backfilled jobs must end by then
         scan = _FillScan(latest)
@@ -323,7 +333,7 @@ class TieredPolicy(ReasonedWaits, PolicyBase):
                 continue
             started = False
             if main:
-                why = f"fair share: tenant {tenant} has the lowest usage"
+                why = functools.partial(self._why_fill, job, tenant, tenants)
                 started = self._start_training(step, job, why)
                 if not started:
                     scan.failed[shape] = min(scan.failed.get(shape, _NEVER), gpus)
@@ -338,6 +348,21 @@ class TieredPolicy(ReasonedWaits, PolicyBase):
             if not started:  # its bucket is marked above: the pass moves on
                 self._why.pop(job.seq, None)
             heapq.heappush(turn, (book.share(tenant), tenant))
+
+    def _why_fill(self, job: JobState, tenant: str, tenants: int) -> str:
+        """Why the fill starts ``job``: its place in its tenant's order and, when tenants
+        compete, the fair share that chose its tenant (read before it starts)."""
+        gpu_s = job.spec.expected_duration * max(1, job.spec.num_gpus)
+        credit = " less credit for time waited" if self.config.aging else ""
+        order = f"least estimated GPU-seconds{credit} ({gpu_s:,.0f}) of the waiting jobs that fit"
+        if tenants < 2:
+            return f"{self.name}: {order}"
+        quota = self.quotas.quota(tenant)
+        used = self.quotas.used.get(tenant, 0)
+        return (
+            f"fair share: of the {tenants} tenants with waiting jobs, {tenant} holds the"
+            f" fewest GPUs per unit of weight ({used} GPUs, weight {quota.weight:g}); {order}"
+        )
 
     def _candidate(
         self, tenant: str, scan: _FillScan, now: float
