@@ -123,7 +123,7 @@ def test_why_pending_names_the_starvation_guard_and_the_start_reason_names_the_l
     scheduler.submit(job("b", 10, 1, 5000, 5000), 10)
     scheduler.schedule(10)
     assert scheduler.why_pending("b", 10) == (
-        "pending (position 1 in ilucid order): 0/1 nodes fit: 1 with no free GPU"
+        "pending (position 1 in ilucid order): the only GPU is busy (1 training)"
     )
     decisions = scheduler.schedule(60)
     assert [d.action.value for d in decisions] == ["preempt", "start"]

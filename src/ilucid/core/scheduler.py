@@ -24,7 +24,7 @@ from ilucid.core.model import (
     PoolSpec,
     ProfileReport,
 )
-from ilucid.core.placement import ConsolidatingPlacer, Placer, explain_unplaceable
+from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
 from ilucid.core.policy import Policy, PolicyBase
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 
@@ -427,7 +427,7 @@ class Scheduler:
         return project_starts(profile, requests, until, limit)
 
     def why_pending(self, job_id: str, now: float) -> str:
-        """A sentence such as ``pending (position 3): 0/172 nodes fit: 172 with fewer ...``."""
+        """A sentence such as ``pending (position 3 in fifo order): all 8 GPUs are busy ...``."""
         job = self.jobs[job_id]
         if job.status is not JobStatus.PENDING:
             return f"{job_id} is {job.status.value}"
@@ -436,6 +436,7 @@ class Scheduler:
         special = self.policy.explain_wait(job, now)
         if special is not None:
             return f"pending{where}: {special}"
-        if self.placer.place(job.spec, self.free) is None:
-            return f"pending{where}: {explain_unplaceable(job.spec, self.free).message}"
+        blocked = why_unplaced(job.spec, self.free, self.placer, self.jobs.values(), self.partners)
+        if blocked is not None:
+            return f"pending{where}: {blocked.message}"
         return f"pending{where}: fits now but {self.policy.name} runs jobs ahead of it first"
