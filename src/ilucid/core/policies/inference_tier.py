@@ -20,6 +20,7 @@ from ilucid.core.jobs import JobState
 from ilucid.core.model import JobClass, Placement
 from ilucid.core.preemption import choose_victims
 from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.wait_words import plural
 
 __all__ = ["INFERENCE_POOL", "SERVING_POOL", "InferenceTier"]
 
@@ -199,8 +200,7 @@ class InferenceTier:
                 f" {self.reserve_training:.0%} reserve for training kept (inference"
                 f" would hold {held}/{total} GPUs)",
             )
-        names = ", ".join(v.job.spec.id for v in chosen)
-        why = f"inference: started by preempting {len(chosen)} job(s) ({names})"
+        why = f"inference: started by preempting {_victims(v.job for v in chosen)}"
         started = step.try_start(job, why, pool)
         assert started, "victims were chosen so that the job fits"
         if pool == MAIN_POOL:
@@ -208,3 +208,11 @@ class InferenceTier:
             for index in job.placement.node_indices:
                 step.free.set_pool(index, SERVING_POOL)
         return True
+
+
+def _victims(jobs: Iterable[JobState]) -> str:
+    """``j2 (training, 2 GPUs) and j5 (best-effort, 1 GPU)``: whom a start preempted."""
+    named = [
+        f"{j.spec.id} ({j.spec.job_class.value}, {plural(j.spec.num_gpus, 'GPU')})" for j in jobs
+    ]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
