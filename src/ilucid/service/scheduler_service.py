@@ -59,6 +59,7 @@ from ilucid.service.lifecycle import Stimulus
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.reconciler import Reconciler
+from ilucid.service.running_sentence import describe_running
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
 
@@ -258,10 +259,17 @@ class SchedulerService:
             if state is None:
                 return ""
             backend_says = explains.reason(job_id) if explains is not None else None
+            now = self.clock()
             if state.status is JobStatus.PENDING:
-                why = self.scheduler.why_pending(job_id, self.clock())
+                why = self.scheduler.why_pending(job_id, now)
             else:
-                why = f"{job_id} is {state.status.value}"
+                with Session(self.engine) as session:
+                    row = session.get(JobRow, job_id)
+                if row is None:
+                    return ""
+                stopping = self.reconciler.stopping.get(job_id)
+                story = self.store.story(job_id)
+                why = describe_running(row, story, state.placement, self.cluster, stopping, now)
             return f"{why}; {backend_says}" if backend_says else why
 
     def story(self, job_id: str) -> list[StoryLine]:
