@@ -16,10 +16,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 ## serve: install and start the live scheduler here (SQLite in .ilucid, local backend);
-## prints the dashboard URL. GPUs come from NVML, else GPUS virtual ones (default 4).
+## prints the dashboard URL. GPUs come from NVML, else GPUS virtual ones (default 4);
+## the API and dashboard listen on PORT (default 8787; the client commands find it).
 GPUS ?= 4
+PORT ?= 8787
 serve: $(STAMP)
-	$(BIN)/ilucid serve $(if $(wildcard /dev/nvidia0),,--gpus $(GPUS))
+	$(BIN)/ilucid serve --port $(PORT) $(if $(wildcard /dev/nvidia0),,--gpus $(GPUS))
 
 ## demo: install and compare the baseline policies (Philly when ILUCID_TRACE_DIR is set)
 demo: $(STAMP)

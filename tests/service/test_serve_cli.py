@@ -54,7 +54,11 @@ def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  
     ).stdout.strip()
     time.sleep(1.0)
     jobs = run_ilucid("jobs", *common, env=env).stdout
-    assert f"{long}  admin  training  2     running" in jobs
+    lines = jobs.splitlines()
+    assert lines[0].split() == ["ID", "USER", "CLASS", "GPUS", "STATE", "ON", "GPUS", "COMMAND"]
+    assert set(lines[1]) == {"-"}  # the rule under the header (plain text when piped)
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows[long][1:5] == ["admin", "training", "2", "running"]
     queue = run_ilucid("queue", *common, env=env).stdout
     assert short in queue and "in " in queue  # expected start shown
     why = run_ilucid("explain", short, *common, env=env).stdout
@@ -77,3 +81,26 @@ def test_submit_without_a_command_is_a_clear_error(served) -> None:  # type: ign
     data, env = served
     result = run_ilucid("submit", "--data-dir", str(data), env=env)
     assert result.returncode == 2 and "give the command after --" in result.stderr
+
+
+def test_whatif_replays_the_history_under_a_list_of_policies(served) -> None:  # type: ignore[no-untyped-def]
+    data, env = served
+    common = ("--data-dir", str(data))
+    jobs = [
+        run_ilucid("submit", *common, "--gpus", "1", "--", "sleep", "0.2", env=env).stdout.strip()
+        for _ in range(3)
+    ]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        listed = run_ilucid("jobs", *common, env=env).stdout
+        if listed.count("succeeded") == len(jobs):
+            break
+        time.sleep(0.3)
+    result = run_ilucid("whatif", *common, "--policy", "fifo,sjf", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"what-if: {len(jobs)} recorded jobs replayed on 1 node(s)"
+    assert lines[1].split()[:2] == ["policy", "jobs"]
+    # the service's own policy first, then each one asked for, one row each
+    assert [line.split()[0] for line in lines[3:]] == ["ilucid", "fifo", "sjf"]
+    assert all(line.split()[1] == str(len(jobs)) for line in lines[3:])

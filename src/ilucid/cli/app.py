@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from ilucid import __version__
@@ -20,7 +19,7 @@ from ilucid.cli import (
     simulate,
     sweep,
 )
-from ilucid.cli.common import CliError, Command, add_commands
+from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -49,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ilucid",
         description="Interpretable scheduling of deep-learning jobs on shared GPU clusters.",
+        formatter_class=DefaultsFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ilucid {__version__}")
     add_commands(parser.add_subparsers(dest="command", required=True), COMMANDS.values())
@@ -60,5 +60,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command].run(args)
     except (TraceError, CliError, ValueError, OSError) as exc:
-        print(f"ilucid: error: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return 2

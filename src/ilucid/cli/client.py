@@ -1,10 +1,10 @@
 """The commands that talk to a running service: ``submit``, ``jobs``, ``queue``,
 ``nodes``, ``explain``, ``cancel``, ``logs`` and ``whatif``.
 
-They read the service address from ``--url`` or ``ILUCID_URL`` (default
-http://127.0.0.1:8787) and the token from ``--token`` or ``ILUCID_TOKEN``; on
-the service's own host they fall back to the admin token ``ilucid serve`` wrote
-into its data directory.
+They read the service address from ``--url``, else ``ILUCID_URL``, else the URL
+``ilucid serve`` wrote into its data directory (``--data-dir``, .ilucid), else
+http://127.0.0.1:8787; the token from ``--token`` or ``ILUCID_TOKEN``, else, on
+the service's own host, the admin token ``ilucid serve`` wrote there.
 """
 
 from __future__ import annotations
@@ -15,15 +15,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ilucid.cli.common import DEFAULT_DATA, DEFAULT_URL, Command, stored_token
-from ilucid.cli.tables import render_table, summary_table
-from ilucid.settings.profile_file import resolve_policy
+from ilucid.cli.common import (
+    Command,
+    add_service_options,
+    policy_list,
+    service_url,
+    stored_token,
+)
+from ilucid.cli.tables import print_table, summary_rows
 from ilucid.service.client import call_service
+from ilucid.settings.profile_file import resolve_policies
 
 __all__ = ["COMMANDS"]
 
@@ -33,7 +38,7 @@ Action = Callable[[httpx.Client, argparse.Namespace], int]
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     return httpx.Client(
-        base_url=args.url,
+        base_url=service_url(args),
         headers={"Authorization": f"Bearer {stored_token(args)}"},
         timeout=30.0,
     )
@@ -49,11 +54,9 @@ def _command(
     with a connection to the service."""
 
     def add(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
-        parser.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
-        parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
         if add_arguments is not None:
             add_arguments(parser)
+        add_service_options(parser)
 
     def run(args: argparse.Namespace) -> int:
         with _client(args) as client:
@@ -71,16 +74,29 @@ def _when(value: float | None) -> str:
 
 
 def _add_submit(submit: argparse.ArgumentParser) -> None:
-    submit.add_argument("--gpus", type=int, default=1)
+    submit.add_argument("--gpus", type=int, default=1, help="GPUs the job needs (0: none)")
     submit.add_argument(
         "--class",
         dest="job_class",
         default="training",
         choices=["training", "inference", "best-effort"],
+        help="training waits its turn; inference starts first and may preempt training;"
+        " best-effort only uses idle GPUs",
     )
-    submit.add_argument("--estimate", type=float, help="expected run time, s")
-    submit.add_argument("--checkpoint", type=float, help="checkpoint interval, s")
-    submit.add_argument("argv", nargs=argparse.REMAINDER, help="-- program and arguments")
+    submit.add_argument(
+        "--estimate",
+        type=float,
+        help="expected run time, s (default: the service's duration model estimates it)",
+    )
+    submit.add_argument(
+        "--checkpoint",
+        type=float,
+        help="how often the job checkpoints, s: work lost to a preemption"
+        " (default: the service's assumption)",
+    )
+    submit.add_argument(
+        "argv", nargs=argparse.REMAINDER, help="-- then the program and its arguments"
+    )
 
 
 def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
@@ -113,26 +129,26 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
         )
         for j in rows
     ]
-    print(render_table(header, cells, align="l" * len(header)))
+    print_table(header, cells, align="l" * len(header))
     return 0
 
 
 def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/queue")
     cells = [(r["position"], r["id"], _when(r["expected_start"])) for r in rows]
-    print(render_table(("POS", "ID", "EXPECTED START"), cells, align="lll"))
+    print_table(("POS", "ID", "EXPECTED START"), cells, align="lll")
     return 0
 
 
 def _nodes(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/nodes")
     cells = [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows]
-    print(render_table(("NODE", "TYPE", "GPUS", "FREE"), cells, align="llll"))
+    print_table(("NODE", "TYPE", "GPUS", "FREE"), cells, align="llll")
     return 0
 
 
 def _add_job(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id, e.g. j000002")
 
 
 def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
@@ -141,6 +157,10 @@ def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
     print(f"  {result['estimate']['text']}")
     for decision in result["decisions"]:
         print(f"  {_when(decision['time'])}: {decision['message']}")
+    if result.get("story"):
+        print("  story:")
+        for line in result["story"]:
+            print(f"    {_when(line['time'])}: {line['text']}")
     return 0
 
 
@@ -151,8 +171,8 @@ def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:
 
 
 def _add_logs(logs: argparse.ArgumentParser) -> None:
-    logs.add_argument("job")
-    logs.add_argument("--stderr", action="store_true")
+    logs.add_argument("job", help="the job's id, e.g. j000002")
+    logs.add_argument("--stderr", action="store_true", help="its stderr instead of its stdout")
 
 
 def _logs(client: httpx.Client, args: argparse.Namespace) -> int:
@@ -164,21 +184,23 @@ def _logs(client: httpx.Client, args: argparse.Namespace) -> int:
 def _add_whatif(whatif: argparse.ArgumentParser) -> None:
     whatif.add_argument(
         "--policy",
+        type=policy_list,
         required=True,
-        help="policy or profile file (*.toml) to compare with the current (replayed here)",
+        help="comma-separated profiles or profile files (*.toml) to compare with the"
+        " service's current one, e.g. fifo,sjf (replayed here; `ilucid policies` lists them)",
     )
 
 
 def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
-    """The recorded history replayed here under the service's policy and ``--policy``
-    (a profile file is read here)."""
+    """The recorded history replayed here under the service's policy and each of
+    ``--policy`` (a profile file is read here)."""
     from ilucid.core import Cluster
     from ilucid.core.policies import is_known
     from ilucid.sim import summarize
     from ilucid.sim.runner import run_policies
     from ilucid.traces import load_trace
 
-    other = resolve_policy(args.policy)
+    others = resolve_policies(args.policy)
     current = call_service(client, "GET", "/policy")["policy"]
     if not is_known(current):
         raise ValueError(
@@ -196,12 +218,15 @@ def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
     finally:
         os.unlink(handle.name)
     cluster = Cluster.homogeneous(len(nodes), max(n["gpus"] for n in nodes))
-    policies = [current] if current == other else [current, other]
+    policies = list(dict.fromkeys([current, *others]))  # the current first, each once
     runs = run_policies(trace.jobs, cluster, policies, processes=1)
+    for run in runs:
+        if run.result is None:
+            print(f"what-if: {run.name} failed: {run.error}", file=sys.stderr)
     summaries = [summarize(r.result) for r in runs if r.result is not None]
     print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
-    print(summary_table(summaries))
-    return 0
+    print_table(*summary_rows(summaries))
+    return 0 if all(r.result is not None for r in runs) else 1
 
 
 COMMANDS = (

@@ -1,28 +1,48 @@
-"""What every command module shares: the command entry, argument types, the user's error."""
+"""What every command module shares: the command entry, its help formatter, argument
+types, how a client finds the service and its token, and the user's error."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+
+from ilucid.core import POLICIES
+from ilucid.core.policies import is_known
+from ilucid.settings.profile_file import is_profile_file
+
 __all__ = [
     "DEFAULT_DATA",
+    "DEFAULT_PORT",
     "DEFAULT_URL",
+    "URL_FILE",
     "CliError",
     "Command",
+    "DefaultsFormatter",
     "add_commands",
+    "add_service_options",
+    "policy_list",
     "positive_float",
     "positive_int",
+    "print_error",
+    "service_url",
     "stored_token",
 ]
 
-#: where ``ilucid serve`` keeps its state, and where the client commands find it
-DEFAULT_URL = "http://127.0.0.1:8787"
+#: where ``ilucid serve`` listens, keeps its state, and where the client commands find it
+DEFAULT_PORT = 8787
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_DATA = Path(".ilucid")
+#: the file in the data directory where ``ilucid serve`` writes the URL it listens on
+URL_FILE = "url"
 
 
 class CliError(Exception):
@@ -44,11 +64,81 @@ class Command:
     description: str | None = None
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, a flag off)
+    or its help already says it (``default:``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or "%(default)" in text
+            or "default:" in text
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def add_commands(sub: Any, commands: Iterable[Command]) -> None:
     """Add each command's parser to ``sub`` (an ``add_subparsers()`` action)."""
     for command in commands:
-        parser = sub.add_parser(command.name, help=command.help, description=command.description)
+        parser = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.description or command.help,
+            formatter_class=DefaultsFormatter,
+        )
         command.add_arguments(parser)
+
+
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """``--url``, ``--token`` and ``--data-dir``: how a client command finds the service."""
+    group = parser.add_argument_group("the service")
+    group.add_argument(
+        "--url",
+        help="the service's address (default: ILUCID_URL, else the URL `ilucid serve` wrote"
+        f" into --data-dir, else {DEFAULT_URL})",
+    )
+    group.add_argument(
+        "--token",
+        default=os.environ.get("ILUCID_TOKEN"),
+        help="API token (default: ILUCID_TOKEN, else the admin token in --data-dir)",
+    )
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="the data directory of `ilucid serve` on this host, where the service's URL"
+        " and admin token are found",
+    )
+
+
+def service_url(args: argparse.Namespace) -> str:
+    """``--url``, else ``ILUCID_URL``, else the URL ``ilucid serve`` wrote into
+    ``--data-dir`` (so ``serve --port 8799`` is found), else :data:`DEFAULT_URL`."""
+    if args.url:
+        return str(args.url)
+    if os.environ.get("ILUCID_URL"):
+        return os.environ["ILUCID_URL"]
+    written = args.data_dir / URL_FILE
+    try:
+        url = written.read_text(encoding="utf-8").strip()
+    except OSError:  # no service started here (or not readable by this user)
+        return DEFAULT_URL
+    return url or DEFAULT_URL
+
+
+def print_error(message: str) -> None:
+    """``ilucid: error: ...`` on stderr, one line (red on a terminal)."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if console.is_terminal:
+        console.print(f"[bold red]ilucid: error:[/] {escape(message)}")
+    else:
+        print(f"ilucid: error: {message}", file=sys.stderr, flush=True)
 
 
 def positive_int(text: str) -> int:
@@ -69,6 +159,21 @@ def positive_float(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
+
+
+def policy_list(text: str) -> list[str]:
+    """``--policy fifo,sjf,my_site.toml``: known profiles (``static-partition:N`` too) or
+    profile files, comma-separated (``simulate`` and ``whatif`` alike)."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one policy")
+    unknown = [n for n in names if not is_known(n) and not is_profile_file(n)]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N,"
+            " or a profile file (*.toml); `ilucid policies` lists them"
+        )
+    return names
 
 
 def stored_token(args: argparse.Namespace) -> str:

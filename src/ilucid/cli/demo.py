@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ilucid.cli.common import Command, positive_int
 from ilucid.cli.simulate import simulate_trace
+from ilucid.cli.tables import print_table
 from ilucid.traces import KNOWN_TRACES, load_trace, synthetic_trace, trace_dir
 
 __all__ = ["COMMANDS", "live_demo"]
@@ -89,14 +90,18 @@ def live_demo(data_dir: Path | None = None) -> int:
         time.sleep(0.2)
     with Session(engine) as session:
         for job_id in (train, serve):
-            print(f"{job_id}:")
-            for t in session.scalars(
+            moves = session.scalars(
                 select(TransitionRow)
                 .where(TransitionRow.job_id == job_id)
                 .order_by(TransitionRow.id)
-            ):
-                print(f"  {t.from_state or 'new':>9} -> {t.to_state:<9} {t.reason}")
-    print(f"  {train} output: {backend.logs(train).strip()!r}")
+            )
+            print_table(
+                ("from", "to", "why"),
+                [(t.from_state or "new", t.to_state, t.reason) for t in moves],
+                align="lll",
+                title=f"{job_id}:",
+            )
+    print(f"{train} output: {backend.logs(train).strip()!r}")
     return 0
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.cli.common import Command
+from ilucid.cli.progress import ProgressDisplay
+from ilucid.cli.tables import print_table
 from ilucid.core.fractional import POLICIES
 from ilucid.sim.fragmentation import PackingOutcome, inflate, never_fits
 from ilucid.traces import TraceError, trace_dir
@@ -28,12 +30,16 @@ def _add_arguments(frag: argparse.ArgumentParser) -> None:
         "--variants",
         default=DEFAULT_VARIANTS,
         help="pod lists openb_pod_list_<variant>.csv: default, gpushare20..100,"
-        f" gpuspec05..33, or 'all' ({DEFAULT_VARIANTS})",
+        " gpuspec05..33, or 'all'",
     )
     frag.add_argument("--nodes", type=Path, help="node list (default: the trace's GPU nodes)")
-    frag.add_argument("--pods", type=Path, help="one pod list instead of --variants")
+    frag.add_argument(
+        "--pods", type=Path, help="one pod list instead of --variants (default: --variants)"
+    )
     frag.add_argument("--until", type=float, default=1.0, help="requests / capacity to stop at")
-    frag.add_argument("--out", type=Path, default=Path("out/fragmentation"))
+    frag.add_argument(
+        "--out", type=Path, default=Path("out/fragmentation"), help="output directory"
+    )
 
 
 def _variant_files(args: argparse.Namespace) -> tuple[list[tuple[str, Path]], Path]:
@@ -70,26 +76,45 @@ def _fragmentation(args: argparse.Namespace) -> int:
     tasks = [(v, path, nodes_path, policy, args.until) for v, path in pairs for policy in POLICIES]
     workers = min(len(tasks), os.cpu_count() or 1)
     print(f"packing {len(pairs)} pod list(s) x {len(POLICIES)} policies on {nodes_path.name}")
-    if workers > 1:
-        with mp.get_context("fork").Pool(workers) as pool:
-            results = []
-            for done, result in enumerate(pool.imap(_run, tasks), start=1):
-                results.append(result)
-                print(f"  [{done}/{len(tasks)}] {result[0]} {result[1].policy}", flush=True)
-    else:
-        results = [_run(t) for t in tasks]
-    print(
-        f"{'variant':12} {'policy':10} {'allocated':>9} {'unalloc GPUs':>12}"
-        f" {'at 1st fail':>11} {'1st fail at':>11} {'failed pods':>11} {'wall s':>7}"
+    results = []
+    with ProgressDisplay([f"{len(tasks)} packings"], what="packed") as progress:
+        if workers > 1:
+            with mp.get_context("fork").Pool(workers) as pool:
+                for result in pool.imap(_run, tasks):
+                    results.append(result)
+                    progress.update([len(results) / len(tasks)])
+        else:
+            for task in tasks:
+                results.append(_run(task))
+                progress.update([len(results) / len(tasks)])
+    print_table(
+        (
+            "variant",
+            "policy",
+            "allocated",
+            "unalloc GPUs",
+            "at 1st fail",
+            "1st fail at",
+            "failed pods",
+            "wall s",
+        ),
+        [
+            (
+                variant,
+                outcome.policy,
+                f"{outcome.allocated_share:.2%}",
+                f"{outcome.unallocated_end:,.1f}",
+                f"{outcome.first_failure_unallocated:,.1f}",
+                f"{outcome.first_failure_requested:.1%}",
+                f"{outcome.pods_failed:,}",
+                f"{outcome.wall_s:.1f}",
+            )
+            for variant, outcome, _ in results
+        ],
+        align="llrrrrrr",
     )
     table: dict[str, dict[str, Any]] = {}
     for variant, outcome, left_out in results:
-        print(
-            f"{variant:12} {outcome.policy:10} {outcome.allocated_share:9.2%}"
-            f" {outcome.unallocated_end:12,.1f} {outcome.first_failure_unallocated:11,.1f}"
-            f" {outcome.first_failure_requested:11.1%} {outcome.pods_failed:11,}"
-            f" {outcome.wall_s:7.1f}"
-        )
         row = asdict(outcome)
         row.update(
             allocated_share=outcome.allocated_share,

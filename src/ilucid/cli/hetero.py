@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ilucid.cli.common import Command
+from ilucid.cli.tables import format_cell, print_table
 from ilucid.core.placement import never_placeable
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.gavel_world import GavelWorld
@@ -17,18 +18,28 @@ __all__ = ["COMMANDS"]
 
 
 def _add_arguments(hetero: argparse.ArgumentParser) -> None:
-    hetero.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
-    hetero.add_argument("--types", default="V100,P100,K80", help="GPU types, round-robin")
+    hetero.add_argument("--trace", default="itp-04", help="trace file or name")
+    hetero.add_argument(
+        "--types", default="V100,P100,K80", help="GPU types of the nodes, round-robin"
+    )
     hetero.add_argument(
         "--load",
         type=float,
         default=0.6,
-        help="size nodes for this load in reference-type (V100) work (0.6: slower types"
-        " make the real load higher)",
+        help="size nodes for this load in reference-type (V100) work (slower types make the"
+        " real load higher)",
     )
-    hetero.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
-    hetero.add_argument("--limit", type=int, default=None, help="first N jobs only")
-    hetero.add_argument("--out", type=Path, default=Path("out/hetero"))
+    hetero.add_argument("--policy", default="tiered", help="scheduling policy")
+    hetero.add_argument("--limit", type=int, default=None, help="first N jobs only (default: all)")
+    hetero.add_argument("--out", type=Path, default=Path("out/hetero"), help="output directory")
+
+
+_COLUMNS = (
+    ("avg_jct", "mean JCT s", "{:,.0f}"),
+    ("p99_queue", "p99 queue s", "{:,.0f}"),
+    ("mean_speed", "mean speed", "{:.3f}"),
+    ("wall_s", "wall s", "{:.1f}"),
+)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -46,13 +57,13 @@ def _run(args: argparse.Namespace) -> int:
         f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs"
     )
     runs = run_hetero(jobs, cluster, world, args.policy)
-    print(f"{'run':34} {'mean JCT s':>11} {'p99 queue s':>12} {'mean speed':>10} {'wall s':>7}")
-    for run in runs:
-        s = run.summary
-        print(
-            f"{run.label:34} {s['avg_jct']:11,.0f} {s['p99_queue']:12,.0f}"
-            f" {s['mean_speed']:10.3f} {s['wall_s']:7.1f}"
-        )
+    print_table(
+        ["run"] + [title for _, title, _ in _COLUMNS],
+        [
+            [run.label] + [format_cell(run.summary.get(key), fmt) for key, _, fmt in _COLUMNS]
+            for run in runs
+        ],
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hetero.json").write_text(
         json.dumps({r.label: r.summary for r in runs}, indent=2, default=str) + "\n"

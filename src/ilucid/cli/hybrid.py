@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ilucid.cli.common import Command
+from ilucid.cli.tables import format_cell, print_table
 from ilucid.core import PoolSpec, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.sim.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
@@ -27,25 +28,30 @@ def _values(text: str) -> list[float]:
 
 
 def _add_arguments(hybrid: argparse.ArgumentParser) -> None:
-    hybrid.add_argument("--trace", default="itp-04", help="trace (default itp-04)")
+    hybrid.add_argument("--trace", default="itp-04", help="trace file or name")
     hybrid.add_argument(
         "--onprem-load",
         type=float,
         default=1.0,
         help="size the on-prem 8-GPU nodes for this offered load (1.0: just enough on average)",
     )
-    hybrid.add_argument("--cloud-nodes", type=int, default=None, help="cloud nodes (25%% more)")
-    hybrid.add_argument("--cloud-cost", type=float, default=2.5, help="price per GPU-hour (2.5)")
-    hybrid.add_argument("--startup", type=float, default=300.0, help="cloud start-up s (300)")
+    hybrid.add_argument(
+        "--cloud-nodes",
+        type=int,
+        default=None,
+        help="cloud nodes (default: a quarter of the on-prem nodes, at least 1)",
+    )
+    hybrid.add_argument("--cloud-cost", type=float, default=2.5, help="price per cloud GPU-hour")
+    hybrid.add_argument("--startup", type=float, default=300.0, help="cloud start-up time, s")
     hybrid.add_argument(
         "--value-of-wait",
         type=_values,
         default=[1.0, 10.0],
-        help="what an hour of waiting is worth per GPU, comma-separated (1,10)",
+        help="what an hour of waiting is worth per GPU, comma-separated (default: 1,10)",
     )
-    hybrid.add_argument("--policy", default="tiered", help="scheduling policy (tiered)")
-    hybrid.add_argument("--limit", type=int, default=None, help="first N jobs only")
-    hybrid.add_argument("--out", type=Path, default=Path("out/hybrid"))
+    hybrid.add_argument("--policy", default="tiered", help="scheduling policy")
+    hybrid.add_argument("--limit", type=int, default=None, help="first N jobs only (default: all)")
+    hybrid.add_argument("--out", type=Path, default=Path("out/hybrid"), help="output directory")
 
 
 _COLUMNS = (
@@ -75,11 +81,13 @@ def _run(args: argparse.Namespace) -> int:
         f" {args.startup:g} s start-up; policy {args.policy}"
     )
     runs = run_hybrid(jobs, cluster, config, [None, *args.value_of_wait], args.policy)
-    header = f"{'run':28}" + "".join(f" {title:>14}" for _, title, _ in _COLUMNS)
-    print(header)
-    for run in runs:
-        cells = "".join(f" {fmt.format(run.summary[key]):>14}" for key, _, fmt in _COLUMNS)
-        print(f"{run.label:28}{cells}")
+    print_table(
+        ["run"] + [title for _, title, _ in _COLUMNS],
+        [
+            [run.label] + [format_cell(run.summary.get(key), fmt) for key, _, fmt in _COLUMNS]
+            for run in runs
+        ],
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         run.label: {k: v for k, v in run.summary.items() if not isinstance(v, float) or v == v}

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ilucid.cli.common import Command
-from ilucid.cli.tables import render_table
+from ilucid.cli.tables import print_table, render_table
 from ilucid.core.policies import DEFAULT_PROFILE, PROFILES
 from ilucid.traces import KNOWN_INFERENCE, KNOWN_TRACES, trace_dir
 from ilucid.traces.sources import expected_files, source_of
@@ -15,22 +15,26 @@ __all__ = ["COMMANDS"]
 
 
 def _policies(args: argparse.Namespace) -> int:
-    """One line per profile: name, what it needs, what it does."""
+    """One row per profile: the name ``--policy`` takes, where it runs, what it needs
+    and what it does."""
+    rows = []
     for name, entry in PROFILES.items():
         needs = entry.profile.needs
-        tags = [
+        where = "replay + serve" if needs.live and not needs.oracle else "replay"
+        wants = [
             tag
             for tag, on in (
-                ("default", name == DEFAULT_PROFILE),
                 ("estimates", needs.estimates),
                 ("profiler", needs.profiler),
-                ("oracle: replays only", needs.oracle),
-                ("replays only", not needs.live and not needs.oracle),
+                ("oracle", needs.oracle),
             )
             if on
         ]
         shown = "static-partition:N" if name == "static-partition" else name
-        print(f"{shown:20s} {entry.profile.summary}" + (f" [{', '.join(tags)}]" if tags else ""))
+        if name == DEFAULT_PROFILE:
+            shown += " (default)"
+        rows.append((shown, where, ", ".join(wants) or "-", entry.profile.summary))
+    print_table(("POLICY", "RUNS IN", "NEEDS", "WHAT IT DOES"), rows, align="llll")
     return 0
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.cli.common import Command
-from ilucid.cli.tables import render_table
+from ilucid.cli.tables import format_cell, print_table
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
-from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.settings.tier_settings import load_tier_config
+from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_INFERENCE,
@@ -45,12 +45,12 @@ _COLUMNS = (
 
 
 def _add_arguments(mixed: argparse.ArgumentParser) -> None:
-    mixed.add_argument("--trace", default="philly", help="training trace (default philly)")
+    mixed.add_argument("--trace", default="philly", help="training trace")
     mixed.add_argument(
         "--policy",
         choices=(DEFAULT_PROFILE, "tiered"),
         default=DEFAULT_PROFILE,
-        help=f"profile compared with the static partition and FIFO ({DEFAULT_PROFILE})",
+        help="profile compared with the static partition and FIFO",
     )
     mixed.add_argument(
         "--inference",
@@ -58,27 +58,29 @@ def _add_arguments(mixed: argparse.ArgumentParser) -> None:
         help=f"inference instances: {', '.join(KNOWN_INFERENCE)} or a path; 'none' when the"
         " trace has its own inference jobs",
     )
-    mixed.add_argument("--share", type=float, default=0.10, help="inference GPU share (0.10)")
+    mixed.add_argument("--share", type=float, default=0.10, help="inference GPU share")
     mixed.add_argument(
-        "--target-p99", type=float, default=60.0, help="inference p99 time-to-start goal, s (60)"
+        "--target-p99", type=float, default=60.0, help="inference p99 time-to-start goal, s"
     )
     mixed.add_argument(
         "--checkpoint",
         type=float,
         default=DEFAULT_CHECKPOINT_S,
-        help="default training checkpoint interval, s (1800)",
+        help="default training checkpoint interval, s",
     )
     mixed.add_argument(
         "--reserve",
         type=float,
         default=None,
-        help="share of GPUs inference may never take from training (0.2, or the --tiers file's)",
+        help="share of GPUs inference may never take from training (default: the --tiers"
+        " file's, else 0.2)",
     )
     mixed.add_argument(
         "--tiers",
         type=Path,
         default=None,
-        help="TOML file of the reserve, tenant quotas and starvation settings (docs/tiers.md)",
+        help="TOML file of the reserve, tenant quotas and starvation settings (docs/tiers.md;"
+        " default: none, the built-in settings)",
     )
     mixed.add_argument(
         "--preemption-limit",
@@ -86,31 +88,27 @@ def _add_arguments(mixed: argparse.ArgumentParser) -> None:
         default=None,
         help="spare training jobs already preempted this many times (default: no limit)",
     )
-    mixed.add_argument("--limit", type=int, default=None, help="first N training jobs only")
+    mixed.add_argument(
+        "--limit", type=int, default=None, help="first N training jobs only (default: all)"
+    )
     mixed.add_argument(
         "--load",
         type=float,
         default=None,
         help="size 8-GPU nodes for this offered load (of the training jobs, or of all jobs"
-        " when the trace has its own inference) instead of the trace's node list",
+        " when the trace has its own inference) instead of the trace's node list (default:"
+        " the trace's node list, else 0.85)",
     )
     mixed.add_argument("--out", type=Path, default=Path("out/mixed"), help="output directory")
 
 
-def _mixed_table(runs: list[MixedRun]) -> str:
+def _print_mixed_table(runs: list[MixedRun]) -> None:
     """One row per run; a figure a run does not have (or NaN) prints as ``-``."""
-    rows = []
-    for run in runs:
-        values = {"label": run.label, **run.summary}
-        row = []
-        for key, _, fmt in _COLUMNS:
-            value = values.get(key)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                row.append("-")
-            else:
-                row.append(fmt.format(value))
-        rows.append(row)
-    return render_table([title for _, title, _ in _COLUMNS], rows)
+    rows = [
+        [format_cell({"label": run.label, **run.summary}.get(key), fmt) for key, _, fmt in _COLUMNS]
+        for run in runs
+    ]
+    print_table([title for _, title, _ in _COLUMNS], rows)
 
 
 def _tier_config(args: argparse.Namespace) -> TierConfig:
@@ -172,7 +170,7 @@ def run_mixed_command(args: argparse.Namespace) -> int:
     baseline = runs[-1].summary["avg_jct_training"]
     for run in runs:
         run.summary["vs_training_only"] = run.summary["avg_jct_training"] / baseline
-    print(_mixed_table(runs))
+    _print_mixed_table(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         run.label: {

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from functools import partial
 from pathlib import Path
 
-from ilucid.cli.common import DEFAULT_DATA, DEFAULT_URL, Command, add_commands, stored_token
+from ilucid.cli.common import (
+    Command,
+    add_commands,
+    add_service_options,
+    service_url,
+    stored_token,
+)
+from ilucid.cli.progress import ProgressDisplay
+from ilucid.cli.tables import print_table
 from ilucid.estimators import load_estimator, make_duration_estimator, walk_forward
 from ilucid.estimators.features import walk_forward_rows
 from ilucid.estimators.forecast import LoadForecaster, load_series
@@ -24,35 +31,41 @@ def _add_arguments(model: argparse.ArgumentParser) -> None:
 
 
 def _add_train(train: argparse.ArgumentParser) -> None:
-    train.add_argument("kind", choices=["duration", "packing", "forecast"])
-    train.add_argument("--trace", help="trace to learn from (duration, forecast)")
+    train.add_argument(
+        "kind",
+        choices=["duration", "packing", "forecast"],
+        help="duration: run times; packing: which jobs share a GPU well; forecast: load",
+    )
+    train.add_argument(
+        "--trace", help="trace to learn from (duration, forecast; default: none, packing)"
+    )
     train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
     train.add_argument("--profiles", type=Path, help="profile folder (default: ILUCID_PROFILE_DIR)")
     train.add_argument(
         "--labelled",
         type=Path,
-        help="packing: a CSV of your own labelled profiles (see docs)",
+        help="packing: a CSV of your own labelled profiles (see docs; default: --profiles)",
     )
     train.add_argument("--out", type=Path, required=True, help="model file to write")
 
 
 def _add_explain(explain: argparse.ArgumentParser) -> None:
-    explain.add_argument("model", type=Path)
+    explain.add_argument("model", type=Path, help="a model file from `ilucid model train`")
     explain.add_argument("--top", type=int, default=6, help="terms to show")
 
 
 def _add_evaluate(evaluate: argparse.ArgumentParser) -> None:
-    evaluate.add_argument("--trace", required=True)
-    evaluate.add_argument("--estimators", default="user-median,ebm,lightgbm")
+    evaluate.add_argument("--trace", required=True, help="trace file or name to replay")
+    evaluate.add_argument(
+        "--estimators", default="user-median,ebm,lightgbm", help="comma-separated estimators"
+    )
 
 
 def _add_refit(refit: argparse.ArgumentParser) -> None:
-    refit.add_argument("--url", default=os.environ.get("ILUCID_URL", DEFAULT_URL))
-    refit.add_argument("--token", default=os.environ.get("ILUCID_TOKEN"))
-    refit.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     refit.add_argument(
-        "--wait", type=float, default=300.0, help="seconds to wait for the new version (300)"
+        "--wait", type=float, default=300.0, help="seconds to wait for the new version"
     )
+    add_service_options(refit)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -105,25 +118,38 @@ def _explain(args: argparse.Namespace) -> int:
         return 0
     print(f"{model.name} duration estimator; terms by importance (scores in log(1 + seconds)):")
     for shape in model.explain_global()[: args.top]:
-        print(f"  {shape.term}  (importance {shape.importance:.3f})")
         pairs = list(zip(shape.bins, shape.scores, strict=False))
         step = max(1, math.ceil(len(pairs) / 10))  # at most ~10 rows per term
-        for label, score in pairs[::step]:
-            print(f"      {label:>24}  {score:+.3f}  (x{math.exp(score):.2f} duration)")
+        print()
+        print_table(
+            (shape.term, "score", "duration"),
+            [(label, f"{score:+.3f}", f"x{math.exp(score):.2f}") for label, score in pairs[::step]],
+            align="rrr",
+            title=f"{shape.term} (importance {shape.importance:.3f})",
+        )
     return 0
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     print(f"walk-forward on {trace.name}: weekly refits, last 25% of {len(trace.jobs):,} jobs")
-    print(f"{'estimator':12} {'jobs':>7} {'refits':>6} {'MAE s':>10} {'MdAPE':>7} {'fit s':>7}")
-    for kind in [k for k in args.estimators.split(",") if k]:
-        score, _ = walk_forward(trace.jobs, partial(make_duration_estimator, kind))
-        print(
-            f"{score.estimator:12} {score.predicted_jobs:>7,} {score.retrains:>6}"
-            f" {score.mae_s:>10,.0f} {score.mdape:>7.1%} {score.fit_s:>7.1f}",
-            flush=True,
-        )
+    kinds = [k for k in args.estimators.split(",") if k]
+    rows = []
+    with ProgressDisplay(kinds, what="evaluated") as progress:
+        for kind in kinds:
+            score, _ = walk_forward(trace.jobs, partial(make_duration_estimator, kind))
+            rows.append(
+                (
+                    score.estimator,
+                    f"{score.predicted_jobs:,}",
+                    score.retrains,
+                    f"{score.mae_s:,.0f}",
+                    f"{score.mdape:.1%}",
+                    f"{score.fit_s:.1f}",
+                )
+            )
+            progress.update([1.0] * len(rows) + [0.0] * (len(kinds) - len(rows)))
+    print_table(("estimator", "jobs", "refits", "MAE s", "MdAPE", "fit s"), rows)
     return 0
 
 
@@ -137,7 +163,8 @@ def _refit(args: argparse.Namespace) -> int:
     if args.wait < 0:
         raise ValueError(f"--wait must not be negative, not {args.wait}")
     headers = {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=args.url, headers=headers, timeout=args.wait + 30.0) as client:
+    url = service_url(args)
+    with httpx.Client(base_url=url, headers=headers, timeout=args.wait + 30.0) as client:
         result = call_service(client, "POST", "/model/refit", params={"wait": args.wait})
     if result["status"] == "done":
         print(f"duration model v{result['version']} is live")

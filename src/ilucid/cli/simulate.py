@@ -11,16 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ilucid.cli.common import CliError, Command, positive_float, positive_int
-from ilucid.cli.tables import summary_table
-from ilucid.core import POLICIES, Cluster, RestoreOverhead, SchedulerConfig
+from ilucid.cli.common import CliError, Command, policy_list, positive_float, positive_int
+from ilucid.cli.progress import ProgressDisplay
+from ilucid.cli.tables import print_table, summary_rows
+from ilucid.core import Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import DEFAULT_PROFILE, is_known, needs_profiler
+from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler
 from ilucid.estimators.profiles import profile_dir
-from ilucid.settings.profile_file import is_profile_file, resolve_policies
+from ilucid.settings.profile_file import resolve_policies
 from ilucid.sim import SimResult, summarize
 from ilucid.sim.report import render_report
-from ilucid.sim.runner import ProgressBar, run_policies
+from ilucid.sim.runner import run_policies
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_TRACES,
@@ -33,31 +34,23 @@ from ilucid.traces import (
 __all__ = ["COMMANDS", "simulate_trace"]
 
 
-def _policies(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError("name at least one policy")
-    unknown = [n for n in names if not is_known(n) and not is_profile_file(n)]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N,"
-            " or a profile file (*.toml)"
-        )
-    return names
-
-
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "cluster (default: the trace's node list, else offered load 0.85)"
     )
-    group.add_argument("--nodes", type=positive_int, help="number of nodes")
-    group.add_argument("--gpus-per-node", type=positive_int, default=8, help="GPUs per node (8)")
+    group.add_argument("--nodes", type=positive_int, help="number of nodes (default: see above)")
+    group.add_argument("--gpus-per-node", type=positive_int, default=8, help="GPUs per node")
     group.add_argument(
         "--load",
         type=positive_float,
-        help="size the cluster so the trace offers this load (e.g. 0.85)",
+        help="size the cluster so the trace offers this load (default: 0.85 when the trace"
+        " has no node list and --nodes is not given)",
     )
-    group.add_argument("--limit", type=positive_int, help="replay only the first N jobs")
+    group.add_argument(
+        "--limit",
+        type=positive_int,
+        help="replay only the first N jobs (default: all; 5,000 for 'synthetic')",
+    )
 
 
 def _add_policy_options(parser: argparse.ArgumentParser) -> None:
@@ -66,25 +59,25 @@ def _add_policy_options(parser: argparse.ArgumentParser) -> None:
         "--tiresias-interval",
         type=float,
         default=None,
-        help="seconds between Tiresias re-plans (60; 0 = at every event)",
+        help="seconds between Tiresias re-plans; 0 = at every event (default: 60)",
     )
     group.add_argument(
         "--tiresias-threshold",
         type=float,
         default=None,
-        help="attained GPU-seconds splitting Tiresias' two queues (18000)",
+        help="attained GPU-seconds splitting Tiresias' two queues (default: 18000)",
     )
     group.add_argument(
         "--overhead-small",
         type=float,
         default=40.0,
-        help="restore overhead after a preemption, jobs <= 8 GPUs (40 s)",
+        help="restore overhead after a preemption, s, jobs <= 8 GPUs",
     )
     group.add_argument(
         "--overhead-large",
         type=float,
         default=60.0,
-        help="restore overhead after a preemption, jobs > 8 GPUs (60 s)",
+        help="restore overhead after a preemption, s, jobs > 8 GPUs",
     )
     group.add_argument(
         "--processes",
@@ -103,7 +96,7 @@ def _add_arguments(sim: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--policy",
-        type=_policies,
+        type=policy_list,
         default=[DEFAULT_PROFILE],
         help=f"comma-separated profiles or profile files, e.g. fifo,tiresias,my_site.toml"
         f" (default: {DEFAULT_PROFILE}, the default profile; `ilucid policies` lists them)",
@@ -113,7 +106,8 @@ def _add_arguments(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--explain",
         metavar="JOB_ID",
-        help="print why this job waited, its estimate's contributions and any packing",
+        help="print why this job waited, its estimate's contributions and any packing"
+        " (default: no job)",
     )
     _add_cluster_options(sim)
     _add_policy_options(sim)
@@ -257,11 +251,10 @@ def simulate_trace(
             tiresias_interval=args.tiresias_interval,
             tiresias_threshold=args.tiresias_threshold,
         )
-    bar = ProgressBar(policies)
-    runs = run_policies(
-        jobs, cluster, policies, config, options, args.processes, on_progress=bar.show
-    )
-    bar.show([1.0] * len(policies), final=True)
+    with ProgressDisplay(policies) as progress:
+        runs = run_policies(
+            jobs, cluster, policies, config, options, args.processes, on_progress=progress.update
+        )
     failed = [r for r in runs if r.result is None]
     for run in failed:
         print(f"ilucid: {run.name} failed: {run.error}", file=sys.stderr)
@@ -275,7 +268,7 @@ def simulate_trace(
     (out / "report.html").write_text(
         render_report(f"ilucid: {label}", results, summaries, notes), encoding="utf-8"
     )
-    print(summary_table(summaries))
+    print_table(*summary_rows(summaries))
     for result in results:
         if result.tuner_log:
             print(f"{result.policy} tuner: {len(result.tuner_log)} actions, e.g.")

@@ -1,0 +1,353 @@
+"""``ilucid serve``: check the settings, open the database, build the service, serve
+the API and dashboard until SIGINT or SIGTERM, and say what is left running.
+
+Stopping never stops jobs: the local backend runs each in its own session (a
+terminal's Ctrl-C does not reach them), Slurm and Kubernetes run theirs anyway, and
+the next start re-adopts every job still running (it says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ilucid.cli.common import URL_FILE
+from ilucid.cli.serve.host import db_url, private_data_dir
+from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
+from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
+from ilucid.core.scheduler import Policy
+from ilucid.settings.profile_file import is_profile_file, load_profile
+
+__all__ = ["serve"]
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Check the settings, open the database, build the service, then serve until a
+    signal stops it (running jobs keep running: the next start re-adopts them)."""
+    site, tiers = _read_policy(args)
+    stop_signal = _signal_number(args.stop_signal)
+    packing = _packing_model(args.packing_model)
+    url, engine = _open_database(args)
+    gpus = _gpu_inventory(args.gpus)
+    backend, gate = _backend(args, gpus, stop_signal)
+    service, durations = _service(args, engine, backend, gpus, site, tiers, packing)
+    where = (
+        f"Slurm ({service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes)"
+        if args.backend == "slurm"
+        else f"{gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}"
+    )
+    print(f"ilucid serve: {where}, policy {args.policy}, state in {url}")
+    if args.backend == "local":
+        print(
+            f"jobs run as their token's Unix user, else as {args.job_user}"
+            if backend.switches_users
+            else "jobs run as this service's own user (not root: it cannot switch users);"
+            " run it as root to run each job as its owner's account (README: Security)"
+        )
+    if service.readopted:
+        ids = ", ".join(service.readopted)
+        print(f"re-adopted {_count(len(service.readopted), 'running job')} ({ids})")
+    try:
+        _serve_until_stopped(args, service, gate)
+    finally:
+        durations.close()
+    _say_stopping(engine)
+    return 0
+
+
+def _read_policy(args: argparse.Namespace) -> tuple[ProfileEntry | None, Any]:
+    """The site's profile file (registered, ``args.policy`` set to its name) or a live
+    profile's name, and the ``--tiers`` file; read before anything starts, so a bad
+    file stops here."""
+    from ilucid.service.live_policies import LIVE_POLICIES, TIER_PROFILES
+
+    site = None
+    if is_profile_file(args.policy):
+        site = load_profile(args.policy)
+        register_profile(site)
+        args.policy = site.profile.name
+    elif args.policy not in LIVE_POLICIES:
+        raise ValueError(
+            f"--policy must be one of {', '.join(LIVE_POLICIES)}, or a profile file (*.toml)"
+        )
+    if args.tiers is None:
+        return site, None
+    from ilucid.settings.tier_settings import load_tier_config
+
+    if args.policy not in TIER_PROFILES:
+        raise ValueError(
+            f"--tiers configures the {' and '.join(TIER_PROFILES)} profiles, not {args.policy!r}"
+        )
+    return site, load_tier_config(args.tiers)
+
+
+def _signal_number(name: str) -> int:
+    """``TERM``, ``SIGTERM`` or ``term``: the signal's number."""
+    try:
+        return int(signal.Signals[f"SIG{name.upper().removeprefix('SIG')}"])
+    except KeyError:
+        raise ValueError(f"--stop-signal: unknown signal {name!r}") from None
+
+
+def _packing_model(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from ilucid.estimators.duration import load_estimator
+    from ilucid.estimators.packing import PackingAnalyzer
+
+    packing = load_estimator(path)
+    if not isinstance(packing, PackingAnalyzer):
+        raise ValueError(f"--packing-model {path}: not a packing analyzer")
+    return packing
+
+
+def _open_database(args: argparse.Namespace) -> tuple[str, Any]:
+    """The database, migrated, and the data directory, private; the first start writes
+    an admin token into the data directory (never to the log)."""
+    from sqlalchemy.orm import Session
+
+    from ilucid.service.auth import create_token
+    from ilucid.service.db import TokenRow, make_engine, migrate
+
+    url = db_url(args)
+    migrate(url)
+    # private also with --db (admin.token lives here), and the database file just made
+    private_data_dir(args.data_dir)
+    engine = make_engine(url)
+    with Session(engine) as session:
+        has_tokens = session.query(TokenRow).count() > 0
+    if not has_tokens:
+        token = create_token(engine, "admin", "admin", admin=True)
+        path = args.data_dir / "admin.token"
+        path.write_text(token + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        print(f"created the admin token in {path} (export ILUCID_TOKEN=$(cat {path}))")
+    return url, engine
+
+
+def _gpu_inventory(count: int | None) -> Any:
+    """``count`` virtual GPUs; without it NVML's, else :data:`DEFAULT_VIRTUAL_GPUS`."""
+    from ilucid.backends.local import discover_gpus
+
+    if count is not None:
+        return discover_gpus(count)
+    found = discover_gpus(None)
+    return found if found.source == "nvml" else discover_gpus(DEFAULT_VIRTUAL_GPUS)
+
+
+def _backend(args: argparse.Namespace, gpus: Any, stop_signal: int) -> tuple[Any, Any]:
+    """The backend ``--backend`` names, and its leader gate (Kubernetes only)."""
+    if args.backend == "kubernetes":
+        return _kubernetes(args)
+    if args.backend == "slurm":
+        from ilucid.backends.slurm import SlurmBackend
+
+        slurm = SlurmBackend(args.data_dir, args.slurm_partition, args.slurm_conf)
+        slurm.observe()  # fails here, with Slurm's message, if Slurm cannot be reached
+        return slurm, None
+    from ilucid.backends.local import LocalBackend
+
+    local = LocalBackend(
+        args.data_dir,
+        gpus,
+        stop_signal=stop_signal,
+        grace_s=args.grace,
+        profiler_gpus=args.profiler_gpus,
+        job_user=args.job_user,
+    )
+    return local, None
+
+
+def _service(
+    args: argparse.Namespace,
+    engine: Any,
+    backend: Any,
+    gpus: Any,
+    site: ProfileEntry | None,
+    tiers: Any,
+    packing: Any,
+) -> tuple[Any, Any]:
+    """The scheduler service (it re-adopts running jobs as it starts) and its duration
+    model keeper, whose worker process must be closed on the way out."""
+    from ilucid.service.duration_keeper import DurationKeeper
+    from ilucid.service.live_policies import live_policy_factory
+    from ilucid.service.scheduler_service import SchedulerService
+
+    durations = DurationKeeper(
+        args.data_dir.resolve() / "models",
+        min_jobs=args.model_min_jobs,
+        refit_every=args.refit_every,
+        refit_interval_s=args.refit_interval,
+    )
+    metrics = _metrics_source(args.metrics, gpus.source)
+    factory = live_policy_factory(args.profile_limit, tiers, profiling=metrics is not None)
+    try:
+        service = SchedulerService(
+            engine,
+            backend,
+            policy=args.policy,
+            metrics=metrics,
+            policy_factory=_with_site(factory, site),
+            packing=packing,
+            packing_source=str(args.packing_model or ""),
+            durations=durations,
+        )
+    except BaseException:
+        durations.close()
+        raise
+    return service, durations
+
+
+def _client_url(host: str, port: int) -> str:
+    """The URL a client on this host reaches ``host:port`` at."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> None:
+    """The reconcile loop in a thread, the API in this one, until SIGINT or SIGTERM.
+
+    Once it listens, the URL goes to ``--data-dir/url`` (where client commands find
+    it) and the dashboard's address is printed (never the token itself)."""
+    import uvicorn
+
+    from ilucid.service.api import build_app
+
+    token_file = args.data_dir / "admin.token"
+
+    def listening(port: int) -> None:
+        url = _client_url(args.host, port)
+        with contextlib.suppress(OSError):  # a read-only data directory: no URL file
+            (args.data_dir / URL_FILE).write_text(url + "\n", encoding="utf-8")
+        print(
+            f"API on {url}; dashboard: {url}/ (sign in with the admin token in {token_file},"
+            f" or open {url}/#token=$(cat {token_file}))",
+            flush=True,
+        )
+
+    stop = threading.Event()
+    beat = args.data_dir / "heartbeat"  # for `ilucid slurm-release-held --if-idle-for`
+    loop = threading.Thread(
+        target=service.run, args=(args.interval, stop, beat.touch, gate), daemon=True
+    )
+    loop.start()
+    try:
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM stops the service as Ctrl-C does (uvicorn hands it back once it
+            # has shut down); its default would end the process before the loop stops
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        app = build_app(service, metrics_public=args.metrics_public)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+        _announcing_server(config, listening).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        service.wake.set()
+        loop.join(timeout=5)
+
+
+def _announcing_server(config: Any, listening: Callable[[int], None]) -> Any:
+    """uvicorn's server, which calls ``listening(port)`` once its socket is bound."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                bound = self.servers[0].sockets[0].getsockname()
+                listening(int(bound[1]))
+
+    return AnnouncingServer(config)
+
+
+def _say_stopping(engine: Any) -> None:
+    """What stopping leaves behind: running jobs keep running (the local backend runs
+    each in its own session, Slurm and Kubernetes run them anyway) and the next start
+    re-adopts them; pending jobs stay queued in the database."""
+    from sqlalchemy import func, select
+    from sqlalchemy.orm import Session
+
+    from ilucid.service.db import JobRow
+    from ilucid.service.lifecycle import Phase
+
+    with Session(engine) as session:
+        running = session.scalars(
+            select(JobRow.id).where(JobRow.state == Phase.RUNNING.value).order_by(JobRow.id)
+        ).all()
+        pending = session.scalar(
+            select(func.count()).select_from(JobRow).where(JobRow.state == Phase.PENDING.value)
+        )
+    said = (
+        f"stopping: {_count(len(running), 'job')} {'keeps' if len(running) == 1 else 'keep'}"
+        f" running and will be re-adopted at the next start ({', '.join(running)})"
+        if running
+        else "stopping: no job is running"
+    )
+    if pending:
+        said += f"; {_count(pending, 'pending job')} {'stays' if pending == 1 else 'stay'} queued"
+    print(said, flush=True)
+
+
+def _count(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _with_site(
+    factory: Callable[[str], Policy], site: ProfileEntry | None
+) -> Callable[[str], Policy]:
+    """``factory``, which also builds the site's profile from ``--policy FILE.toml``."""
+    if site is None:
+        return factory
+    name = site.profile.name
+    live = BuildOptions(live=True)
+    return lambda policy: site.build(live) if policy == name else factory(policy)
+
+
+def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The Kubernetes backend and its leader-election gate (this replica's Lease)."""
+    from kubernetes import client, config
+
+    from ilucid.backends.kubernetes import KubernetesBackend, LeaseElector
+
+    if args.kube_url:
+        configuration = client.Configuration(host=args.kube_url)
+    else:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        configuration = client.Configuration.get_default_copy()
+    api = client.ApiClient(configuration)
+    namespace, _, name = args.lease.partition("/")
+    if not name:
+        raise ValueError(f"--lease {args.lease!r}: give NAMESPACE/NAME")
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaseElector(api, namespace, name, identity, args.lease_duration)
+    api.user_agent = "ilucid"
+    backend = KubernetesBackend(api, args.kube_namespace, args.kube_queue_label)
+    return backend, elector.try_lead
+
+
+def _metrics_source(choice: str, gpu_source: str) -> Any:
+    from ilucid.backends.metrics import NvmlMetrics, ReplayMetrics
+
+    if choice == "none" or (choice == "auto" and gpu_source != "nvml"):
+        return None
+    if choice in ("auto", "nvml"):
+        return NvmlMetrics()
+    path = Path(choice)
+    if not path.exists():
+        raise ValueError(f"--metrics: {choice!r} is not auto, nvml, none or a samples CSV")
+    return ReplayMetrics.from_csv(path)
