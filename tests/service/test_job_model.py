@@ -142,3 +142,54 @@ def test_a_gang_is_placed_whole_and_its_start_says_why_these_gpus(api: Api) -> N
     host = api.service.cluster.nodes[0].name
     assert f"Why these GPUs ({host} x3): " in start["message"], start["message"]
     assert "-0 " not in start["message"]
+
+
+def test_ilucid_submit_sends_the_same_fields(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ilucid submit``'s flags become the API's fields (the real app answers)."""
+    from ilucid.cli.app import build_parser
+    from ilucid.cli.client import _submit
+
+    args = build_parser().parse_args(
+        [
+            "submit",
+            "--gpus",
+            "2",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            "--gpu-type",
+            "v100",
+            "--prefer",
+            "v100",
+            "--gpu-memory",
+            "16",
+            "--cpus",
+            "4",
+            "--memory",
+            "32",
+            "--name",
+            "resnet",
+            "--",
+            "sleep",
+            "30",
+        ]
+    )
+    api.client.headers.update(api.user)
+    assert _submit(api.client, args) == 0
+    job = capsys.readouterr().out.strip()
+    shown = api.client.get(f"/jobs/{job}").json()
+    asked = ("name", "gpus", "nodes", "gpus_per_node", "gpu_type", "gpu_memory_gb", "cpus")
+    assert {k: shown[k] for k in asked} == {
+        "name": "resnet",
+        "gpus": 2,
+        "nodes": 1,
+        "gpus_per_node": 2,
+        "gpu_type": "v100",
+        "gpu_memory_gb": 16.0,
+        "cpus": 4.0,
+    }
+    assert shown["preferred_gpu_types"] == ["v100"] and shown["memory_gb"] == 32.0
+    refused = build_parser().parse_args(["submit", "--gpu-type", "h200", "--", "true"])
+    with pytest.raises(ValueError, match=r"^422: gpu_type: no node has GPU type h200"):
+        _submit(api.client, refused)

@@ -94,7 +94,8 @@ def test_queue_explain_and_ownership(site: Site) -> None:
     assert queue[0]["id"] == waiting and queue[0]["position"] == 1
     assert queue[0]["expected_start"] > time.time() + 500  # after the blocker's estimate
     why = site.call("GET", f"/jobs/{waiting}/explain", site.bob).json()["why"]
-    assert "pending (position 1 in tiered order)" in why and "0/1 nodes fit" in why
+    assert why.startswith("pending (position 1 in tiered order)")
+    assert why.endswith(": all 2 GPUs are busy (2 training)"), why  # the true cause
     # bob cannot see or cancel alice's job; the admin can
     assert site.call("GET", f"/jobs/{blocker}", site.bob).status_code == 404
     assert site.call("DELETE", f"/jobs/{blocker}", site.bob).status_code == 404

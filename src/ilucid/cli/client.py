@@ -94,9 +94,46 @@ def _add_submit(submit: argparse.ArgumentParser) -> None:
         help="how often the job checkpoints, s: work lost to a preemption"
         " (default: the service's assumption)",
     )
+    _add_job_model(submit)
     submit.add_argument(
         "argv", nargs=argparse.REMAINDER, help="-- then the program and its arguments"
     )
+
+
+def _add_job_model(submit: argparse.ArgumentParser) -> None:
+    """What a job may ask for beyond a GPU count (the API's fields of the same names)."""
+    model = submit.add_argument_group("what the job needs (all optional)")
+    model.add_argument("--name", help="a name shown beside the id (default: none)")
+    model.add_argument(
+        "--priority", type=int, default=0, help="higher first within a class; above 0: admins"
+    )
+    model.add_argument("--gpu-type", help="only GPUs of this type, e.g. a100 (default: any)")
+    model.add_argument(
+        "--prefer",
+        type=lambda text: [t for t in text.split(",") if t],
+        default=[],
+        help="GPU types to try first, best first, e.g. h100,a100 (default: none)",
+    )
+    model.add_argument(
+        "--gpu-memory", type=float, help="GPU memory needed per GPU, GB (default: any)"
+    )
+    model.add_argument(
+        "--nodes",
+        type=int,
+        help="a gang over this many nodes (with --gpus-per-node)"
+        " (default: the placer splits --gpus)",
+    )
+    model.add_argument(
+        "--gpus-per-node", type=int, help="GPUs on each node of the gang (default: none)"
+    )
+    model.add_argument(
+        "--gpu-milli",
+        type=int,
+        default=1000,
+        help="a share of one GPU in thousandths, with --gpus 1 (1000: a whole GPU)",
+    )
+    model.add_argument("--cpus", type=float, help="CPU cores (default: the backend's)")
+    model.add_argument("--memory", type=float, help="memory, GB (default: the backend's)")
 
 
 def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
@@ -110,6 +147,22 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         body["estimate_s"] = args.estimate
     if args.checkpoint:
         body["checkpoint_s"] = args.checkpoint
+    asked = {
+        "name": args.name,
+        "gpu_type": args.gpu_type,
+        "gpu_memory_gb": args.gpu_memory,
+        "nodes": args.nodes,
+        "gpus_per_node": args.gpus_per_node,
+        "cpus": args.cpus,
+        "memory_gb": args.memory,
+    }
+    body.update({key: value for key, value in asked.items() if value is not None})
+    if args.priority:
+        body["priority"] = args.priority
+    if args.prefer:
+        body["preferred_gpu_types"] = args.prefer
+    if args.gpu_milli != 1000:
+        body["gpu_milli"] = args.gpu_milli
     print(call_service(client, "POST", "/jobs", json=body)["id"])
     return 0
 
@@ -142,8 +195,10 @@ def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _nodes(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/nodes")
-    cells = [(n["name"], n["gpu_type"], n["gpus"], n["free_gpus"]) for n in rows]
-    print_table(("NODE", "TYPE", "GPUS", "FREE"), cells, align="llll")
+    cells = [
+        (n["name"], n["gpu_type"], n["gpus"], n["free_gpus"], n.get("excluded") or "") for n in rows
+    ]
+    print_table(("NODE", "TYPE", "GPUS", "FREE", "OUT OF SERVICE"), cells, align="lllll")
     return 0
 
 

@@ -121,6 +121,13 @@ def _add_model_options(group: argparse._ArgumentGroup) -> None:
         default=30,
         help="finished jobs before the duration model is used; until then, medians",
     )
+    group.add_argument(
+        "--workers",
+        metavar="ADDRESS",
+        help="run duration-model refits on the workers of this Dask scheduler, e.g."
+        " tcp://10.0.0.5:8786; they must reach the database and the data folder"
+        " (default: one local worker process)",
+    )
 
 
 def _add_backend_options(group: argparse._ArgumentGroup) -> None:

@@ -185,6 +185,7 @@ def _service(
         min_jobs=args.model_min_jobs,
         refit_every=args.refit_every,
         refit_interval_s=args.refit_interval,
+        workers=args.workers,
     )
     metrics = _metrics_source(args.metrics, gpus.source)
     factory = live_policy_factory(args.profile_limit, tiers, profiling=metrics is not None)
