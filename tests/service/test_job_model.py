@@ -193,3 +193,26 @@ def test_ilucid_submit_sends_the_same_fields(api: Api, capsys: pytest.CaptureFix
     refused = build_parser().parse_args(["submit", "--gpu-type", "h200", "--", "true"])
     with pytest.raises(ValueError, match=r"^422: gpu_type: no node has GPU type h200"):
         _submit(api.client, refused)
+
+
+def test_ilucid_jobs_lists_gpus_only_for_running_jobs(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ilucid.cli.app import build_parser
+    from ilucid.cli.client import _jobs
+
+    ended = api.submit(command=["true"])[1]["id"]
+    running = api.submit(gpus=2)[1]["id"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        api.service.reconcile()
+        states = {j["id"]: j["state"] for j in api.client.get("/jobs", headers=api.user).json()}
+        if states[ended] == "succeeded" and states[running] == "running":
+            break
+        time.sleep(0.05)
+    api.client.headers.update(api.user)
+    assert _jobs(api.client, build_parser().parse_args(["jobs"])) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert lines[running].split()[5] in ("0,1", "1,2", "0,2", "2,3", "1,3", "0,3")
+    assert lines[ended].split()[:5] == [ended, "ann", "training", "1", "succeeded"]
+    assert lines[ended].split()[5] == "true"  # the command follows at once: no GPUs shown

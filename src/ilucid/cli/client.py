@@ -177,7 +177,8 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
             j["class"],
             j["gpus"],
             j["state"],
-            j["gpu_indices"],
+            # only a running job holds GPUs; an ended one's last GPUs are history
+            j["gpu_indices"] if j["state"] == "running" else "",
             " ".join(j["command"])[:40],
         )
         for j in rows
