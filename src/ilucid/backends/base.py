@@ -31,6 +31,7 @@ __all__ = [
     "ProcessState",
     "PublishesReasons",
     "QueuesJobs",
+    "ReportsExcludedNodes",
 ]
 
 
@@ -54,6 +55,9 @@ class ObservedJob:
     exit_code: int | None = None
     #: where it runs: (node name, GPUs there) per node; empty when the backend cannot say
     parts: tuple[tuple[str, int], ...] = ()
+    #: why a job ilucid started is LOST or HELD when ilucid did not stop it (its node went
+    #: down and the cluster manager requeued it, ...): for the job's story
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,12 @@ class ForeignJob:
     job_class: str
     name: str
     estimate_s: float | None = None
+    #: the GPU type it asks for (a node selector or required affinity on the GPU product)
+    gpu_type: str | None = None
+    #: a gang of ``nodes`` pods of ``gpus_per_node`` GPUs each (JobSet, PyTorchJob,
+    #: an indexed Job); None when its pods ask for different GPU counts
+    nodes: int | None = None
+    gpus_per_node: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +190,15 @@ class ListsProcesses(Protocol):
         ...
 
 
+@runtime_checkable
+class ReportsExcludedNodes(Protocol):
+    def excluded_nodes(self) -> dict[str, str]:
+        """Nodes of the last observation's cluster that take no new work now (drained,
+        down, cordoned, not Ready), each with the cluster manager's reason, e.g.
+        ``{"node2/a100": "drained: disk swap"}``. Jobs already on them keep running."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a backend can do beyond :class:`Backend`, found once when the service starts:
@@ -193,6 +212,7 @@ class Capabilities:
     explains: ExplainsWaits | None
     forgets: ForgetsEndedJobs | None
     processes: ListsProcesses | None
+    excludes: ReportsExcludedNodes | None
 
     @classmethod
     def of(cls, backend: Backend) -> Capabilities:
@@ -205,6 +225,7 @@ class Capabilities:
             explains=backend if isinstance(backend, ExplainsWaits) else None,
             forgets=backend if isinstance(backend, ForgetsEndedJobs) else None,
             processes=backend if isinstance(backend, ListsProcesses) else None,
+            excludes=backend if isinstance(backend, ReportsExcludedNodes) else None,
         )
 
     def names(self) -> list[str]:
@@ -218,5 +239,6 @@ class Capabilities:
             "explains waits": self.explains,
             "forgets ended jobs": self.forgets,
             "lists processes": self.processes,
+            "excluded nodes": self.excludes,
         }
         return [name for name, capability in present.items() if capability is not None]
