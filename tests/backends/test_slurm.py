@@ -98,7 +98,8 @@ class Server:
 
     def states(self) -> dict[str, str]:
         lines = run_ilucid("jobs", env=self.env).stdout.splitlines()[1:]
-        return {line.split()[0]: line.split()[4] for line in lines if line.strip()}
+        rows = [line.split() for line in lines if line.strip().strip("-")]  # no rule line
+        return {row[0]: row[4] for row in rows}
 
     def wait_all(self, count: int, timeout: float = 240) -> dict[str, str]:
         deadline = time.monotonic() + timeout

@@ -12,7 +12,11 @@ from ilucid.backends.slurm_parse import (
     parse_gres,
     parse_jobs,
     parse_nodes,
+    released_run,
+    tres_gpus,
+    unavailable_reason,
     wait_status,
+    with_run,
 )
 
 NODES = {
@@ -66,6 +70,44 @@ def test_a_node_with_two_gpu_types_is_two_logical_nodes() -> None:
     assert where["node1/v100"] == ("node1", "v100")
     usable = {n.name: n.usable for n in nodes}
     assert usable == {"node2": False, "node1": True, "cpu1": True}
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "reason", "said"),
+    [
+        ("idle", ["DRAIN"], "disk swap", "drained: disk swap"),
+        ("mixed", ["DRAIN"], "disk swap", "draining: disk swap"),  # its jobs run on
+        ("allocated", ["DRAIN"], "", "draining"),
+        ("down", [], "Not responding", "down: Not responding"),
+        ("down", ["DRAIN"], "psu", "down: psu"),
+        ("idle", ["NOT_RESPONDING"], "", "not responding"),
+        ("idle", ["MAINTENANCE", "RESERVED"], "", "in maintenance"),
+        ("idle", ["RESERVED"], "", None),  # a reservation: not ilucid's business
+        ("future", [], "", "not in service yet"),
+        ("idle", ["REBOOT_REQUESTED"], "kernel", "rebooting: kernel"),
+        ("idle", [], "", None),
+        ("mixed", ["COMPLETING"], "", None),
+    ],
+)
+def test_why_a_node_takes_no_work_is_said_in_slurms_words(
+    state: str, flags: list[str], reason: str, said: str | None
+) -> None:
+    raw = {"name": "n", "state": state, "state_flags": flags, "gres": "gpu:4", "reason": reason}
+    [node] = parse_nodes({"nodes": [raw]})
+    assert unavailable_reason(node) == said
+    assert node.usable is (said is None)
+
+
+def test_gpu_requests_and_the_release_marker() -> None:
+    assert tres_gpus("gres:gpu:a100:2") == ("a100", 2)
+    assert tres_gpus("gres/gpu:4") == (None, 4)
+    assert tres_gpus("gres:gpu") == (None, 1)
+    assert tres_gpus("cpu=2") == (None, 0)
+    comment = "ilucid:j000001:gpus=2:class=training:run=0"
+    assert released_run(comment) == 0
+    assert released_run(with_run(comment, 3)) == 3
+    assert with_run(comment, 3) == "ilucid:j000001:gpus=2:class=training:run=3"
+    assert released_run("ilucid:inference") is None  # not a job ilucid released
 
 
 def test_jobs_and_wait_statuses() -> None:

@@ -19,6 +19,14 @@ job waits ``cred_expire`` seconds (BeginTime) unless its StartTime is reset,
 and resetting it in the same second as the requeue fails the job, so a
 release waits ``requeue_delay_s`` after a requeue.
 
+The inventory follows the cluster: every pass reads ``sinfo``; a node added to
+the partition appears in the observed cluster, and a node Slurm gives no new
+work (drained, down, not responding) is in ``excluded_nodes()`` with Slurm's
+reason, while it stays in the cluster so that jobs running there stay accounted.
+A job ilucid released that Slurm requeues itself (its node went down) is held
+again and reported HELD with the reason: its restart count is above the one
+ilucid wrote in its comment (``:run=N``) when it last released it.
+
 Failure mode (fail-closed): if ilucid stops, its held jobs stay held and
 running jobs run on; a restarted service rebuilds from its database and
 Slurm's queue, matching jobs by name (``ilucid-<id>``), so nothing is
@@ -45,13 +53,19 @@ from ilucid.backends.base import (
 )
 from ilucid.backends.slurm_parse import (
     SlurmJob,
+    SlurmNode,
     check_command,
     check_name,
     expand_hostlist,
     logical_cluster,
+    opt_in_class,
     parse_jobs,
     parse_nodes,
+    released_run,
+    tres_gpus,
+    unavailable_reason,
     wait_status,
+    with_run,
 )
 from ilucid.core import Cluster
 
@@ -126,6 +140,9 @@ class SlurmBackend:
         self.opt_in_tag = check_name(opt_in_tag, "opt-in tag")
         self.cluster: Cluster | None = None
         self.where: dict[str, tuple[str, str | None]] = {}
+        self.excluded: dict[str, str] = {}  # logical node -> why Slurm gives it no work
+        self._ran_on: dict[str, str] = {}  # ilucid id -> Slurm's node list where it ran
+        self._node_reasons: dict[str, str] = {}  # Slurm node -> why it takes no work
         self._jobs: dict[str, list[SlurmJob]] = {}  # ilucid id -> its Slurm jobs
         self._foreign: list[ForeignJob] = []
         self._stopping: set[str] = set()
@@ -163,28 +180,36 @@ class SlurmBackend:
 
     # -- observing -----------------------------------------------------------------------
     def _refresh(self) -> None:
-        nodes = parse_nodes(self._json("sinfo", "--json"))
-        if self.cluster is None:  # the inventory the core plans on; fixed for a run
-            self.cluster, self.where = logical_cluster(nodes, self.partition)
-            if not self.cluster.nodes:
-                raise SlurmError(f"no nodes with GPUs in partition {self.partition or '(any)'}")
+        self._inventory(parse_nodes(self._json("sinfo", "--json")))
         ours: dict[str, list[SlurmJob]] = {}
         foreign: list[ForeignJob] = []
         for job in parse_jobs(self._json("squeue", "--json")):
             if job.name.startswith(self.prefix):
                 ours.setdefault(job.name.removeprefix(self.prefix), []).append(job)
             elif self._opted_in(job):
-                foreign.append(
-                    ForeignJob(
-                        str(job.job_id),
-                        job.user,
-                        _gpus_of(job.tres_per_node),
-                        _class_of(job),
-                        job.name,
-                    )
-                )
+                foreign.append(_foreign(job))
         self._jobs = ours
         self._foreign = foreign
+
+    def _inventory(self, nodes: list[SlurmNode]) -> None:
+        """The nodes as Slurm says they are now: every GPU node of the partition is in the
+        cluster (so running jobs stay accounted where they run), and those that take no
+        new work (drained, down, ...) are in ``excluded`` with Slurm's reason."""
+        cluster, where = logical_cluster(nodes, self.partition)
+        if not cluster.nodes:
+            raise SlurmError(f"no nodes with GPUs in partition {self.partition or '(any)'}")
+        if cluster != self.cluster:  # a node came or went: a new inventory
+            self.cluster, self.where = cluster, where
+        why = {node.name: unavailable_reason(node) for node in nodes}
+        self.excluded = {
+            name: reason for name, (node, _) in where.items() if (reason := why.get(node))
+        }
+        self._node_reasons = {name: reason for name, reason in why.items() if reason}
+
+    def excluded_nodes(self) -> dict[str, str]:
+        """Logical nodes Slurm gives no new work at the last pass, with Slurm's reason
+        (``drained: <reason>``, ``down: <reason>``)."""
+        return dict(self.excluded)
 
     def _opted_in(self, job: SlurmJob) -> bool:
         tag = job.comment.split(":")[0]
@@ -217,6 +242,10 @@ class SlurmBackend:
     def _as_observed(self, job_id: str, job: SlurmJob) -> ObservedJob:
         gpus = tuple(g for _, indices in job.gres for g in indices)
         parts = self._parts(job)
+        if job.state == "NODE_FAIL":  # not requeued: it is lost, not ended by itself
+            self._stopping.discard(job_id)
+            why = f"Slurm: NODE_FAIL on {job.nodes or self._ran_on.get(job_id, 'its node')}"
+            return ObservedJob(job_id, ProcessState.LOST, (), None, parts, why)
         if job.state in _ENDED:
             self._stopping.discard(job_id)
             code = wait_status(job.exit_code)
@@ -228,8 +257,31 @@ class SlurmBackend:
             return ObservedJob(job_id, ProcessState.HELD, (), None, parts)
         if job_id in self._stopping:
             return ObservedJob(job_id, ProcessState.STOPPING, gpus, None, parts)
+        run = released_run(job.comment)
+        if run is not None and job.restarts > run:
+            return self._take_back(job_id, job, run)
+        if job.nodes:
+            self._ran_on[job_id] = job.nodes
         # running, or released and waiting for Slurm to start it
         return ObservedJob(job_id, ProcessState.RUNNING, gpus, None, parts)
+
+    def _take_back(self, job_id: str, job: SlurmJob, run: int) -> ObservedJob:
+        """Slurm requeued a job ilucid released (its node went down or failed): hold it
+        again so that only ilucid starts it, and say why it stopped."""
+        nodes = expand_hostlist(self._ran_on.get(job_id, "") or job.nodes)
+        down = [f"{n} is {self._node_reasons[n]}" for n in nodes if n in self._node_reasons]
+        where = "; ".join(down) or (f"it ran on {', '.join(nodes)}" if nodes else "")
+        why = f"Slurm requeued it (restart {job.restarts}, released at {run})" + (
+            f": {where}" if where else ""
+        )
+        if job.state == "PENDING":
+            self._run("scontrol", "hold", str(job.job_id))
+            return ObservedJob(job_id, ProcessState.HELD, (), None, (), why)
+        # Slurm already started it again, where ilucid did not decide: take it back
+        self._stopping.add(job_id)
+        self._run("scontrol", "requeuehold", str(job.job_id))
+        self._requeued_at[job_id] = self.clock()
+        return ObservedJob(job_id, ProcessState.STOPPING, (), None, (), why)
 
     def _parts(self, job: SlurmJob) -> tuple[tuple[str, int], ...]:
         """Where a running job is, as the core's logical nodes (empty if unknown)."""
@@ -285,7 +337,7 @@ class SlurmBackend:
             "--hold",
             "--requeue",
             f"--job-name={self.prefix}{job_id}",
-            f"--comment={self.opt_in_tag}:{job_id}:gpus={gpus}:class={job_class}",
+            f"--comment={self.opt_in_tag}:{job_id}:gpus={gpus}:class={job_class}:run=0",
             f"--output={folder / 'stdout.log'}",
             f"--error={folder / 'stderr.log'}",
             f"--export=ALL,ILUCID_JOB_ID={job_id}",
@@ -311,7 +363,9 @@ class SlurmBackend:
         run_as: str | None = None,
     ) -> tuple[int, ...] | None:
         job = self._current(job_id)
-        if job is None:
+        if job is None or job.state == "NODE_FAIL":  # lost with its node: submit afresh
+            if job is not None:
+                self._jobs[job_id] = []
             self.enqueue(job_id, command, gpus, cwd)
             job = self._current(job_id)
             assert job is not None
@@ -329,6 +383,9 @@ class SlurmBackend:
         settings = self._placement_settings(gpus, placement)
         if job.restarts > 0 or requeued is not None:
             settings.append("StartTime=now")  # skip the requeue's BeginTime wait
+        if job.restarts > 0 and released_run(job.comment) is not None:
+            # a later restart count than this one means Slurm requeued it (see observe)
+            settings.append(f"Comment={with_run(job.comment, job.restarts)}")
         self._run(*update, *settings)
         self._run("scontrol", "release", slurm_id)
         self._requeued_at.pop(job_id, None)
@@ -387,7 +444,8 @@ class SlurmBackend:
             "update",
             f"JobId={slurm_id}",
             f"Name={self.prefix}{job_id}",
-            f"Comment={self.opt_in_tag}:{job_id}:gpus={foreign.gpus}:class={foreign.job_class}",
+            f"Comment={self.opt_in_tag}:{job_id}:gpus={foreign.gpus}"
+            f":class={foreign.job_class}:run=0",
         )
         self._foreign = [f for f in self._foreign if f.key != foreign.key]
         self._jobs[job_id] = [_queued(int(foreign.key), self.prefix + job_id)]
@@ -418,25 +476,26 @@ class SlurmBackend:
         """The service recorded how the job ended: its exit file may go."""
         (self.root / job_id / "exit").unlink(missing_ok=True)
         self._stopping.discard(job_id)
+        self._ran_on.pop(job_id, None)
+
+
+def _foreign(job: SlurmJob) -> ForeignJob:
+    """An opted-in job as it asked Slurm: ``--gres=gpu:a100:2 --nodes=2`` is 2 x 2 a100."""
+    gpu_type, per_node = tres_gpus(job.tres_per_node)
+    nodes = max(1, job.node_count)
+    return ForeignJob(
+        str(job.job_id),
+        job.user,
+        per_node * nodes,
+        opt_in_class(job.comment),
+        job.name,
+        gpu_type=gpu_type,
+        nodes=nodes,
+        gpus_per_node=per_node,
+    )
 
 
 def _queued(slurm_id: int, name: str, reason: str = "JobHeldUser") -> SlurmJob:
     """What ilucid knows of a job it just submitted, claimed or released, until the next
     ``squeue`` says more."""
     return SlurmJob(slurm_id, name, "PENDING", reason, "", "", (), "", "", "", 0, 0)
-
-
-def _gpus_of(tres_per_node: str) -> int:
-    """``gres:gpu:a100:2`` or ``gres/gpu:2`` -> 2 (0 when no GPU is asked for)."""
-    for part in tres_per_node.split(","):
-        pieces = part.replace("/", ":").split(":")
-        if len(pieces) >= 2 and pieces[0] == "gres" and pieces[1] == "gpu":
-            return int(pieces[-1]) if pieces[-1].isdigit() else 1
-    return 0
-
-
-def _class_of(job: SlurmJob) -> str:
-    """``--comment=ilucid:inference`` opts a job in as inference; plain ``ilucid`` trains."""
-    pieces = job.comment.split(":")
-    wanted = pieces[1] if len(pieces) > 1 else "training"
-    return wanted if wanted in ("training", "inference", "best-effort") else "training"

@@ -25,18 +25,39 @@ __all__ = [
     "expand_hostlist",
     "gpu_indices",
     "logical_cluster",
+    "opt_in_class",
     "parse_gres",
     "parse_jobs",
     "parse_nodes",
+    "released_run",
+    "tres_gpus",
+    "unavailable_reason",
     "wait_status",
+    "with_run",
 ]
 
 # gpu, gpu:4, gpu:a100:4, gpu:a100:4(S:0), gpu:a100:2(IDX:0-1), gpu:v100:0(IDX:N/A)
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?:\((?P<extra>[^)]*)\))?$")
 #: a Slurm name ilucid passes on (partition, GPU type, node, user): no spaces, no options
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
-#: states in which a node takes no new work
-_UNUSABLE = ("down", "drain", "drained", "draining", "fail", "failing", "future", "maint")
+#: node state words (the base state or a flag) in which a node takes no new work, and how
+#: ilucid says so; the first that applies names the node's state
+_UNAVAILABLE = (
+    ("down", "down"),
+    ("fail", "failing"),
+    ("failing", "failing"),
+    ("maint", "in maintenance"),
+    ("maintenance", "in maintenance"),
+    ("future", "not in service yet"),
+    ("not_responding", "not responding"),
+    ("reboot_requested", "rebooting"),
+    ("reboot_issued", "rebooting"),
+    ("unknown", "not registered"),
+)
+#: base states of a node whose jobs still run (a drained node with jobs is "draining")
+_BUSY = frozenset({"mixed", "allocated", "completing"})
+#: ilucid's own marker in a job's comment: the restart count at its last release
+_RUN = re.compile(r":run=(\d+)$")
 
 
 def check_name(value: str, field: str) -> str:
@@ -169,8 +190,20 @@ class SlurmNode:
 
     @property
     def usable(self) -> bool:
-        words = self.state.lower().replace("+", " ").split()
-        return not any(w.rstrip("*~#!%$@^-") in _UNUSABLE for w in words)
+        return unavailable_reason(self) is None
+
+
+def unavailable_reason(node: SlurmNode) -> str | None:
+    """Why Slurm gives a node no new work, in Slurm's words: ``drained: disk swap``,
+    ``draining: disk swap`` (jobs still run there), ``down: Not responding``; None when
+    it takes work."""
+    words = [w.rstrip("*~#!%$@^-") for w in node.state.lower().replace("+", " ").split()]
+    state = next((said for word, said in _UNAVAILABLE if word in words), None)
+    if state is None and any(w in ("drain", "drained", "draining") for w in words):
+        state = "draining" if words and words[0] in _BUSY else "drained"
+    if state is None:
+        return None
+    return f"{state}: {node.reason}" if node.reason else state
 
 
 def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
@@ -228,6 +261,7 @@ class SlurmJob:
     user: str
     exit_code: int
     restarts: int
+    node_count: int = 1
 
 
 def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
@@ -247,9 +281,41 @@ def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
                 user=str(raw.get("user_name", "")),
                 exit_code=int(raw.get("exit_code", 0) or 0),
                 restarts=int(raw.get("restart_cnt", 0) or 0),
+                node_count=int(raw.get("node_count", 1) or 1),
             )
         )
     return jobs
+
+
+def tres_gpus(tres_per_node: str) -> tuple[str | None, int]:
+    """``gres:gpu:a100:2`` -> (a100, 2), ``gres/gpu:2`` -> (None, 2): the GPU type and
+    the GPUs per node a job asks for ((None, 0) when it asks for none)."""
+    for part in tres_per_node.split(","):
+        pieces = part.replace("/", ":").split(":")
+        if len(pieces) >= 2 and pieces[0] == "gres" and pieces[1] == "gpu":
+            rest = pieces[2:]
+            count = int(rest.pop()) if rest and rest[-1].isdigit() else 1
+            return (rest[0] if rest else None), count
+    return None, 0
+
+
+def opt_in_class(comment: str) -> str:
+    """``--comment=ilucid:inference`` opts a job in as inference; plain ``ilucid`` trains."""
+    pieces = comment.split(":")
+    wanted = pieces[1] if len(pieces) > 1 else "training"
+    return wanted if wanted in ("training", "inference", "best-effort") else "training"
+
+
+def released_run(comment: str) -> int | None:
+    """The restart count ilucid recorded in a job's comment when it last released it
+    (``...:run=2``); None for a job without the marker."""
+    match = _RUN.search(comment)
+    return int(match[1]) if match else None
+
+
+def with_run(comment: str, run: int) -> str:
+    """The comment with ilucid's release marker set to ``run``."""
+    return _RUN.sub("", comment) + f":run={run}"
 
 
 def wait_status(status: int) -> int:
