@@ -19,13 +19,10 @@ job waits ``cred_expire`` seconds (BeginTime) unless its StartTime is reset,
 and resetting it in the same second as the requeue fails the job, so a
 release waits ``requeue_delay_s`` after a requeue.
 
-The inventory follows the cluster: every pass reads ``sinfo``; a node added to
-the partition appears in the observed cluster, and a node Slurm gives no new
-work (drained, down, not responding) is in ``excluded_nodes()`` with Slurm's
-reason, while it stays in the cluster so that jobs running there stay accounted.
-A job ilucid released that Slurm requeues itself (its node went down) is held
-again and reported HELD with the reason: its restart count is above the one
-ilucid wrote in its comment (``:run=N``) when it last released it.
+The inventory follows the cluster (``sinfo`` every pass; nodes Slurm gives no work
+are in ``excluded_nodes()`` with its reason). A job Slurm requeued itself (its node
+went down: restart count above the ``:run=N`` ilucid wrote in its comment at its
+last release) is held again and reported HELD with the reason (docs/slurm.md).
 
 Failure mode (fail-closed): if ilucid stops, its held jobs stay held and
 running jobs run on; a restarted service rebuilds from its database and
