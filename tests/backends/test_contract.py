@@ -77,9 +77,9 @@ class KubeDriver:
         self.batch.create_namespaced_job("team-a", gpu_job("contract", 1))
 
     def make(self) -> Any:
-        from ilucid.backends.kubernetes import KubernetesBackend
+        from kube_fixtures import backend
 
-        return KubernetesBackend(self.emulator.api())
+        return backend(self.emulator.api())
 
     def accept(self, backend: Any, job_id: str) -> list[str]:
         backend.observe()
@@ -118,13 +118,14 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) ->
         cluster = request.getfixturevalue("slurm_cluster")
         yield FileDriver(tmp_path, lambda: SlurmBackend(tmp_path, slurm_conf=cluster.conf))
     else:
-        from kmock_ext import StatefulKubernetesEmulator
         from kmock_thread import KMockThread
-        from kube_fixtures import Emulator
+        from kmock_watch import ClusterEmulator
+        from kube_fixtures import Emulator, close_backends
 
-        handler = StatefulKubernetesEmulator()
+        handler = ClusterEmulator()
         with KMockThread(handler) as server:
             yield KubeDriver(Emulator(handler, server))
+            close_backends()
 
 
 def until(backend: Any, driver: Driver, job_id: str, want: set[ProcessState]) -> Any:

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kmock_ext import StatefulKubernetesEmulator
 from kmock_thread import KMockThread
-from kube_fixtures import Emulator
+from kmock_watch import ClusterEmulator
+from kube_fixtures import Emulator, close_backends
 
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    handler = StatefulKubernetesEmulator()
+    handler = ClusterEmulator()
     with KMockThread(handler) as server:
         yield Emulator(handler, server)
+        close_backends()

@@ -14,7 +14,7 @@ semantics a scheduler backend / leader election needs and stock kmock lacks:
   main-resource writes keep the old .status, /status writes change only .status;
 * labelSelector (=, ==, !=, in, notin, exists, !exists) and fieldSelector
   (=, ==, != on any dotted path, e.g. metadata.name, spec.nodeName) on LIST & WATCH;
-* List kind/apiVersion/metadata.resourceVersion; watch honours timeoutSeconds;
+* List kind/apiVersion/metadata.resourceVersion (watch: see ``kmock_watch``);
 * DELETE bumps resourceVersion; 422 on create without name/generateName.
 
 Everything else (request recording, reactions DSL, kmock.objects assertions)
@@ -23,13 +23,11 @@ is inherited unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime
 import re
 import secrets
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp.web
@@ -422,37 +420,3 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
             "metadata": {"resourceVersion": str(self._rv)},
             "items": items,
         }
-
-    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
-        timeout = float(request.params.get("timeoutSeconds") or 0) or None
-        lsel, fsel = request.params.get("labelSelector"), request.params.get("fieldSelector")
-        since = request.params.get("resourceVersion")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout if timeout else None
-        upstream = super()._serve_watch(request)
-        try:
-            while True:
-                remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
-                    return
-                try:
-                    event = await asyncio.wait_for(upstream.__anext__(), remaining)
-                except (TimeoutError, StopAsyncIteration):
-                    return
-                if not isinstance(event, dict):
-                    yield event
-                    continue
-                obj = event.get("object", {})
-                meta = obj.get("metadata", {})
-                if (
-                    since
-                    and since not in ("0", "...")
-                    and meta.get("resourceVersion", "").isdigit()
-                    and int(meta["resourceVersion"]) <= int(since)
-                    and event.get("type") == "ADDED"
-                ):
-                    continue  # initial replay of objects older than the requested RV
-                if match_labels(lsel, meta.get("labels")) and match_fields(fsel, obj):
-                    yield event
-        finally:
-            await upstream.aclose()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmock_ext import StatefulKubernetesEmulator
 from kmock_thread import KMockThread
+from kmock_watch import ClusterEmulator
 from kubernetes import client
 
 
 class Emulator:
-    def __init__(self, handler: StatefulKubernetesEmulator, server: KMockThread) -> None:
+    def __init__(self, handler: ClusterEmulator, server: KMockThread) -> None:
         self.handler, self.server = handler, server
         self.url = server.url
 
@@ -92,3 +92,148 @@ def gpu_job(
             },
         },
     }
+
+
+def _pod_template(gpus: int) -> dict[str, Any]:
+    return {
+        "spec": {
+            "restartPolicy": "Never",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
+                    "command": ["torchrun", "train.py"],
+                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                }
+            ],
+        }
+    }
+
+
+def _meta(name: str, namespace: str, job_class: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"ilucid.io/queue": "default"},
+        "annotations": {"ilucid.io/class": job_class, "ilucid.io/estimate-seconds": "3600"},
+    }
+
+
+def jobset(
+    name: str, replicas: int, gpus: int, namespace: str = "team-a", leader: bool = False
+) -> dict[str, Any]:
+    """A JobSet as a user submits it for ilucid: ``replicas`` one-pod Jobs of ``gpus`` GPUs
+    (and, with ``leader``, a CPU-only leader Job), suspended and labelled."""
+    replicated = [
+        {
+            "name": "workers",
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": 1,
+                    "completions": 1,
+                    "backoffLimit": 0,
+                    "template": _pod_template(gpus),
+                }
+            },
+        }
+    ]
+    if leader:
+        replicated.insert(
+            0,
+            {
+                "name": "leader",
+                "replicas": 1,
+                "template": {"spec": {"parallelism": 1, "template": _pod_template(0)}},
+            },
+        )
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": _meta(name, namespace, "training"),
+        "spec": {"suspend": True, "replicatedJobs": replicated},
+    }
+
+
+def pytorchjob(name: str, workers: int, gpus: int, namespace: str = "team-a") -> dict[str, Any]:
+    """A Kubeflow PyTorchJob: one master and ``workers`` workers of ``gpus`` GPUs each,
+    suspended (``runPolicy.suspend``) and labelled."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": _meta(name, namespace, "training"),
+        "spec": {
+            "runPolicy": {"suspend": True, "cleanPodPolicy": "None"},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": _pod_template(gpus)},
+                "Worker": {"replicas": workers, "template": _pod_template(gpus)},
+            },
+        },
+    }
+
+
+CUSTOM = {"jobsets": ("jobset.x-k8s.io", "v1alpha2"), "pytorchjobs": ("kubeflow.org", "v1")}
+
+
+def create(api: client.ApiClient, obj: dict[str, Any]) -> None:
+    """Create a Job, JobSet or PyTorchJob as its user would."""
+    namespace = obj["metadata"]["namespace"]
+    if obj["kind"] == "Job":
+        client.BatchV1Api(api).create_namespaced_job(namespace, obj)
+        return
+    plural = obj["kind"].lower() + "s"
+    group, version = CUSTOM[plural]
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        group, version, namespace, plural, obj
+    )
+
+
+def gang_controllers(api: client.ApiClient) -> None:
+    """What the JobSet and training operators would do with their pods: a resumed
+    workload gets its pods (counted active), a suspended one loses them."""
+    custom = client.CustomObjectsApi(api)
+    for plural, (group, version) in CUSTOM.items():
+        for obj in custom.list_cluster_custom_object(group, version, plural)["items"]:
+            meta, spec, status = obj["metadata"], obj["spec"], obj.get("status") or {}
+            if plural == "jobsets":
+                suspended = spec.get("suspend", False)
+                names = [r["name"] for r in spec["replicatedJobs"]]
+                counts = {r["name"]: r["active"] for r in status.get("replicatedJobsStatus", [])}
+                active = {n: 0 if suspended else 1 for n in names}
+                body = {"status": {"replicatedJobsStatus": [
+                    {"name": n, "active": a, "ready": a, "succeeded": 0, "failed": 0,
+                     "suspended": 1 if suspended else 0}
+                    for n, a in active.items()
+                ]}}  # fmt: skip
+            else:
+                suspended = spec["runPolicy"].get("suspend", False)
+                roles = list(spec["pytorchReplicaSpecs"])
+                counts = {
+                    r: s.get("active", 0) for r, s in status.get("replicaStatuses", {}).items()
+                }
+                active = {r: 0 if suspended else 1 for r in roles}
+                body = {
+                    "status": {"replicaStatuses": {r: {"active": a} for r, a in active.items()}}
+                }
+            if counts != active:
+                custom.patch_namespaced_custom_object_status(
+                    group, version, meta["namespace"], plural, meta["name"], body
+                )
+
+
+#: backends made by the tests, closed (their watch threads stopped) after each test
+BACKENDS: list[Any] = []
+
+
+def backend(api: client.ApiClient, **options: Any) -> Any:
+    from ilucid.backends.kubernetes import KubernetesBackend
+
+    made = KubernetesBackend(api, **options)
+    BACKENDS.append(made)
+    return made
+
+
+def close_backends() -> None:
+    while BACKENDS:
+        BACKENDS.pop().close()

@@ -19,9 +19,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kube_fixtures import Emulator, gpu_job, gpu_node
+from kube_fixtures import Emulator, backend, create, gpu_job, gpu_node, jobset, pytorchjob
 
-from ilucid.backends.kubernetes import KubernetesBackend, LeaseElector
+from ilucid.backends.kubernetes import LeaseElector
 from ilucid.service.db import DecisionRow, JobRow, make_engine, migrate
 from ilucid.service.scheduler_service import SchedulerService
 
@@ -71,7 +71,7 @@ def complete(batch: client.BatchV1Api, name: str, namespace: str = "team-a") -> 
 def service(tmp_path: Path, api: Any, name: str = "db.sqlite") -> SchedulerService:
     url = f"sqlite:///{tmp_path / name}"
     migrate(url)
-    return SchedulerService(make_engine(url), KubernetesBackend(api), policy="tiered")
+    return SchedulerService(make_engine(url), backend(api), policy="tiered")
 
 
 def passes(svc: SchedulerService, batch: client.BatchV1Api, count: int = 3) -> None:
@@ -86,18 +86,26 @@ def rows(svc: SchedulerService) -> dict[str, JobRow]:
         return {r.cwd.rsplit("/", 1)[1]: r for r in session.scalars(select(JobRow)) if r.cwd}
 
 
-def test_inventory_keeps_ready_gpu_nodes_and_says_why_others_are_left_out(
+def test_inventory_keeps_gpu_nodes_and_says_why_some_take_no_work(
     emulator: Emulator,
 ) -> None:
+    """Every node with GPUs is in the cluster (jobs running on one that is cordoned or down
+    stay accounted where they are); the ones that take no new pods are excluded, with
+    the reason; a node without GPUs is not ilucid's."""
     _, api = seed(emulator, [])
-    backend = KubernetesBackend(api)
-    seen = backend.observe()
+    made = backend(api)
+    seen = made.observe()
     assert [(n.name, n.num_gpus, n.gpu_type, n.gpu_memory_gb) for n in seen.cluster.nodes] == [
         ("gpu-a", 8, "NVIDIA-A100-SXM4-80GB", 80.0),
         ("gpu-b", 4, "NVIDIA-A100-SXM4-80GB", 80.0),
+        ("gpu-c", 8, "NVIDIA-A100-SXM4-80GB", 80.0),
+        ("gpu-d", 8, "NVIDIA-A100-SXM4-80GB", 80.0),
     ]
     assert seen.cluster.nodes[0].labels == {"zone": "zone-a", "rack": "r1"}
-    assert backend.excluded == {"gpu-c": "cordoned (spec.unschedulable)", "gpu-d": "not Ready"}
+    assert made.excluded_nodes() == {
+        "gpu-c": "cordoned (spec.unschedulable)",
+        "gpu-d": "not Ready",
+    }
 
 
 def test_admission_places_preempts_resumes_and_never_touches_unlabelled_jobs(
@@ -160,12 +168,16 @@ def test_admission_places_preempts_resumes_and_never_touches_unlabelled_jobs(
 
 
 def admissions(emulator: Emulator) -> dict[str, int]:
-    """Un-suspend patches per Job, as the API server received them."""
+    """Un-suspend patches per workload, as the API server received them (a JSON patch
+    that replaces ``.../suspend`` with false)."""
     counted: dict[str, int] = {}
     for request in emulator.requests():
         if str(request.method).endswith("PATCH") and request.subresource is None:
-            body = request.data if isinstance(request.data, dict) else {}
-            if body.get("spec", {}).get("suspend") is False:
+            ops = request.data if isinstance(request.data, list) else []
+            if any(
+                op.get("op") == "replace" and op["path"].endswith("/suspend") and not op["value"]
+                for op in ops
+            ):
                 counted[request.name] = counted.get(request.name, 0) + 1
     return counted
 
@@ -215,7 +227,7 @@ def test_two_replicas_never_both_admit(emulator: Emulator, tmp_path: Path) -> No
     replicas = []
     for k in (1, 2):
         elector = LeaseElector(api, "ilucid-system", "ilucid-leader", f"r{k}", duration_s=2)
-        svc = SchedulerService(make_engine(url), KubernetesBackend(emulator.api()))
+        svc = SchedulerService(make_engine(url), backend(emulator.api()))
         svc.leading = False
         replicas.append((svc, elector))
     leaders: list[tuple[float, str]] = []
@@ -266,9 +278,10 @@ def test_two_replicas_never_both_admit(emulator: Emulator, tmp_path: Path) -> No
 def test_rbac_grants_exactly_the_calls_the_backend_makes(
     emulator: Emulator, tmp_path: Path
 ) -> None:
-    """Run admission, preemption, why-pending and leader election as the backend's own
-    client (user agent "ilucid"); every call it made must be granted, and every grant
-    used, by deploy/kubernetes/rbac.yaml."""
+    """Run admission, preemption, why-pending, the watches, accepting a JobSet and a
+    PyTorchJob, and leader election as the backend's own client (user agent "ilucid");
+    every call it made must be granted, and every grant used, by
+    deploy/kubernetes/rbac.yaml."""
     from rbac_rules import DEPLOY_DIR, granted, load_manifests
 
     test_api = emulator.api()
@@ -291,6 +304,12 @@ def test_rbac_grants_exactly_the_calls_the_backend_makes(
     passes(svc, batch, 1)  # why t2 waits: condition and event
     batch.create_namespaced_job("team-a", gpu_job("serve", 2, "inference"))
     passes(svc, batch)  # preemption
+    for gang in (jobset("js", 2, 4), pytorchjob("pt", 1, 2)):  # accepted: patched
+        create(test_api, gang)
+    deadline = time.monotonic() + 10
+    while len(rows(svc)) < 6 and time.monotonic() < deadline:
+        passes(svc, batch, 1)
+    assert {"js", "pt"} <= set(rows(svc))
     time.sleep(1.1)
     assert other.try_lead()
     assert not elector.try_lead()  # sees another holder: get only
@@ -298,8 +317,9 @@ def test_rbac_grants_exactly_the_calls_the_backend_makes(
     for request in emulator.requests():
         if request.headers.get("User-Agent") != "ilucid":
             continue
+        listing = "watch" if request.params.get("watch") == "true" else "list"
         verb = {
-            "GET": "list" if request.name is None else "get",
+            "GET": listing if request.name is None else "get",
             "POST": "create",
             "PATCH": "patch",
             "PUT": "update",

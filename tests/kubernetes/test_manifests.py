@@ -36,10 +36,17 @@ EXAMPLES_DIR = DEPLOY_DIR / "examples"
 # (apiGroup, resource, verb): all that ilucid's ServiceAccount may do
 EXPECTED_GRANTS = {
     ("", "nodes", "list"),
-    ("batch", "jobs", "get"),
+    ("", "nodes", "watch"),
     ("batch", "jobs", "list"),
+    ("batch", "jobs", "watch"),
     ("batch", "jobs", "patch"),
     ("batch", "jobs/status", "patch"),
+    ("jobset.x-k8s.io", "jobsets", "list"),
+    ("jobset.x-k8s.io", "jobsets", "watch"),
+    ("jobset.x-k8s.io", "jobsets", "patch"),
+    ("kubeflow.org", "pytorchjobs", "list"),
+    ("kubeflow.org", "pytorchjobs", "watch"),
+    ("kubeflow.org", "pytorchjobs", "patch"),
     ("", "events", "create"),
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),

@@ -1,25 +1,31 @@
-"""The Kubernetes backend: ilucid admits suspended Jobs; kube-scheduler still binds pods.
+"""The Kubernetes backend: ilucid admits suspended workloads; kube-scheduler still binds pods.
 
-A site's users create batch/v1 Jobs labelled ``ilucid.io/queue`` with
-``spec.suspend: true`` (by hand, by their tooling, or through a site's
-mutating admission policy). ilucid accepts each as one of its jobs
-(annotation ``ilucid.io/job-id``), and when the core starts it writes the
-chosen nodes as required node affinity into the pod template (scheduling
-directives may change while a Job is suspended) and un-suspends it.
-Preemption re-suspends it: the Job controller deletes its pods (they get
-SIGTERM and their grace period to checkpoint). Completion and failure are
-read from the Job's conditions. ilucid never creates, deletes or binds pods.
+A site's users create batch/v1 Jobs, JobSets (``jobset.x-k8s.io/v1alpha2``) or
+Kubeflow PyTorchJobs (``kubeflow.org/v1``) labelled ``ilucid.io/queue`` and
+suspended (by hand, by their tooling, or through a site's mutating admission
+policy). ilucid accepts each as one of its jobs (annotation ``ilucid.io/job-id``),
+and when the core starts it writes the chosen nodes as required node affinity into
+every pod template and un-suspends it, in one JSON patch (``kubernetes_kinds``).
+Preemption suspends it again: its controller deletes all its pods (they get SIGTERM
+and their grace period to checkpoint), so a gang stops as a whole. Completion and
+failure are read from its conditions. ilucid never creates, deletes or binds pods.
 
-Why a Job waits is visible from ``kubectl describe job``: an ``IlucidPending``
-condition on the Job and an Event, written only when the sentence changes.
+Nodes and workloads are listed once and then watched (``kubernetes_watch``):
+``observe`` reads what the watches keep in memory and makes no API call. Every
+node with GPUs is in the observed cluster; the cordoned and not-Ready ones are in
+``excluded_nodes()`` with the reason. A running workload placed on a node that has
+been not Ready for ``lost_after_s`` is suspended and reported with the reason, so
+that it is placed again rather than waiting for a node that is gone.
 
-Only Jobs carrying the queue label are ever read or written; everything
-else in the cluster is left alone.
+Why a Job waits is visible from ``kubectl describe``: an ``IlucidPending``
+condition on a Job and an Event on any kind, written only when the sentence
+changes. Only workloads carrying the queue label are ever read or written.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +37,10 @@ from ilucid.backends.base import (
     ObservedJob,
     ProcessState,
 )
-from ilucid.core import Cluster, Node
+from ilucid.backends.kubernetes_kinds import JOB, KINDS, Kind, gpu_type_of, node_inventory
+from ilucid.backends.kubernetes_lease import LeaseElector
+from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status_of
+from ilucid.core import Cluster
 
 __all__ = ["KubernetesBackend", "LeaseElector", "node_inventory"]
 
@@ -40,60 +49,11 @@ JOB_ID = "ilucid.io/job-id"
 CLASS = "ilucid.io/class"
 ESTIMATE = "ilucid.io/estimate-seconds"
 PLACED_ON = "ilucid.io/placed-on"
-GPU = "nvidia.com/gpu"
-PRODUCT = "nvidia.com/gpu.product"
-MEMORY = "nvidia.com/gpu.memory"  # MiB, as GPU feature discovery writes it
-#: node labels read as topology (the core's placer uses ``rack`` and ``nvlink``)
-TOPOLOGY = {
-    "zone": "topology.kubernetes.io/zone",
-    "rack": "ilucid.io/rack",
-    "nvlink": "ilucid.io/nvlink-domain",
-}
 PENDING_CONDITION = "IlucidPending"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
 
-
-def _api_error(exc: Exception) -> BackendUnavailable:
-    """The API's own status and reason when it answered, else what kind of failure."""
-    from kubernetes.client.exceptions import ApiException
-
-    if isinstance(exc, ApiException):
-        status, reason = exc.status, exc.reason or type(exc).__name__
-        return BackendUnavailable(f"Kubernetes API: {status or ''} {reason}".strip())
-    return BackendUnavailable(f"Kubernetes API: {type(exc).__name__}")
-
-
-def node_inventory(nodes: Sequence[Any]) -> tuple[Cluster, dict[str, str]]:
-    """The core's nodes from Kubernetes nodes with allocatable GPUs, and the nodes left
-    out with the reason (cordoned, not ready)."""
-    kept: list[Node] = []
-    excluded: dict[str, str] = {}
-    for node in sorted(nodes, key=lambda n: n.metadata.name):
-        name = node.metadata.name
-        allocatable = (node.status.allocatable or {}) if node.status else {}
-        gpus = int(str(allocatable.get(GPU, "0")) or 0)
-        if gpus <= 0:
-            continue
-        if node.spec is not None and node.spec.unschedulable:
-            excluded[name] = "cordoned (spec.unschedulable)"
-            continue
-        conditions = (node.status.conditions or []) if node.status else []
-        ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
-        if not ready:
-            excluded[name] = "not Ready"
-            continue
-        labels = dict(node.metadata.labels or {})
-        memory = labels.get(MEMORY, "")
-        topology = {key: labels[label] for key, label in TOPOLOGY.items() if label in labels}
-        kept.append(
-            Node(
-                name,
-                gpus,
-                labels.get(PRODUCT, "generic"),
-                int(memory) / 1024.0 if memory.isdigit() else 0.0,
-                topology,
-            )
-        )
-    return Cluster(tuple(kept)), excluded
+Obj = dict[str, Any]
 
 
 class KubernetesBackend:
@@ -104,100 +64,194 @@ class KubernetesBackend:
         api_client: Any,
         namespace: str | None = None,
         queue_label: str = QUEUE_LABEL,
+        kinds: Sequence[str] = tuple(KINDS),
+        resync_s: float = 300.0,
+        watch_s: float = 240.0,
+        lost_after_s: float = 60.0,
+        sync_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from kubernetes import client
 
-        # typed Any: plain dict bodies (accepted by the client) instead of its models
-        self.batch: Any = client.BatchV1Api(api_client)
+        # typed Any: plain dict bodies and answers instead of the client's models
+        self.custom: Any = client.CustomObjectsApi(api_client)
         self.core: Any = client.CoreV1Api(api_client)
         self.namespace = namespace  # None: every namespace
         self.queue_label = queue_label
+        self.kinds = [KINDS[plural] for plural in kinds]
+        self.lost_after_s, self.sync_timeout_s, self.clock = lost_after_s, sync_timeout_s, clock
+
+        def informer(what: str, call: Callable[..., Any], selector: str | None) -> Informer:
+            # every kind but Job is a CRD that may not be installed
+            optional = what != JOB.plural and selector is not None
+            return Informer(what, call, selector, resync_s, watch_s, optional, clock)
+
+        self.nodes = informer("nodes", self.core.list_node, None)
+        self.informers = {
+            kind.plural: informer(kind.plural, self._lister(kind), queue_label)
+            for kind in self.kinds
+        }
         self.cluster: Cluster | None = None
         self.excluded: dict[str, str] = {}
-        self._jobs: dict[str, Any] = {}  # ilucid id -> Job object
+        self._down_since: dict[str, float] = {}  # not-Ready node -> when first seen so
+        self._inventory_at = -1
+        self._jobs: dict[str, tuple[Kind, Obj]] = {}  # ilucid id -> its workload
         self._foreign: list[ForeignJob] = []
+        self._lost: dict[str, str] = {}  # ilucid id -> why it was taken off its nodes
         self._published: dict[str, str] = {}
         self._cancelled: set[str] = set()
+        self._started = False
+
+    def _lister(self, kind: Kind) -> Callable[..., Any]:
+        if self.namespace is None:
+            return functools.partial(
+                self.custom.list_cluster_custom_object, kind.group, kind.version, kind.plural
+            )
+        return functools.partial(
+            self.custom.list_namespaced_custom_object,
+            kind.group,
+            kind.version,
+            self.namespace,
+            kind.plural,
+        )
+
+    def close(self) -> None:
+        """Stop the watches (a backend is otherwise used for the life of the process)."""
+        for informer in (self.nodes, *self.informers.values()):
+            informer.stop()
 
     # -- observing --------------------------------------------------------------------
-    def _list_jobs(self) -> list[Any]:
-        if self.namespace is None:
-            result = self.batch.list_job_for_all_namespaces(label_selector=self.queue_label)
-        else:
-            result = self.batch.list_namespaced_job(self.namespace, label_selector=self.queue_label)
-        return list(result.items)
+    def _sync(self) -> None:
+        """Start the watches once; the first pass waits for their first lists."""
+        everything = (self.nodes, *self.informers.values())
+        if not self._started:
+            self._started = True
+            for informer in everything:
+                informer.start()
+            deadline = time.monotonic() + self.sync_timeout_s
+            for informer in everything:
+                informer.synced.wait(max(0.0, deadline - time.monotonic()))
+        for informer in everything:
+            if informer.error is not None:
+                raise BackendUnavailable(informer.error)
+            if not informer.synced.is_set():
+                raise BackendUnavailable(f"Kubernetes API: {informer.what} not listed yet")
+
+    def _inventory(self) -> Cluster:
+        if self.cluster is None or self.nodes.generation != self._inventory_at:
+            self._inventory_at = self.nodes.generation
+            cluster, self.excluded, down = node_inventory(self.nodes.snapshot())
+            if cluster != self.cluster:  # a node came or went
+                self.cluster = cluster
+            now = self.clock()
+            self._down_since = {n: self._down_since.get(n, now) for n in down}
+        return self.cluster
 
     def observe(self) -> Observation:
-        try:
-            if self.cluster is None:
-                self.cluster, self.excluded = node_inventory(self.core.list_node().items)
-            jobs = self._list_jobs()
-        except Exception as exc:  # the API server is away: this pass is retried
-            raise _api_error(exc) from None
-        ours: dict[str, Any] = {}
+        self._sync()
+        cluster = self._inventory()
+        ours: dict[str, tuple[Kind, Obj]] = {}
         foreign: list[ForeignJob] = []
-        for job in jobs:
-            annotations = job.metadata.annotations or {}
-            job_id = annotations.get(JOB_ID)
-            if job_id:
-                ours[job_id] = job
-            elif job.spec.suspend and not _finished(job):
-                foreign.append(_foreign(job))
+        for kind in self.kinds:
+            for obj in self.informers[kind.plural].snapshot():
+                job_id = (obj["metadata"].get("annotations") or {}).get(JOB_ID)
+                if job_id:
+                    ours[job_id] = (kind, obj)
+                elif kind.suspended(obj) and kind.finished(obj) is None:
+                    foreign.append(_foreign(kind, obj))
         self._jobs, self._foreign = ours, foreign
-        observed = {job_id: self._as_observed(job_id, job) for job_id, job in ours.items()}
-        return Observation(self.cluster, observed)
+        observed = {job_id: self._as_observed(job_id, *entry) for job_id, entry in ours.items()}
+        return Observation(cluster, observed)
 
-    def _as_observed(self, job_id: str, job: Any) -> ObservedJob:
-        parts = _placed_on(job)
-        finished = _finished(job)
+    def _as_observed(self, job_id: str, kind: Kind, obj: Obj) -> ObservedJob:
+        parts = _placed_on(kind, obj)
+        finished = kind.finished(obj)
         if finished is not None:
             code = 0 if finished == "Complete" else 1
             if job_id in self._cancelled:
                 code = -15
             return ObservedJob(job_id, ProcessState.EXITED, (), code, parts)
-        active = (job.status.active or 0) if job.status else 0
-        if job.spec.suspend:
-            if active:
-                return ObservedJob(job_id, ProcessState.STOPPING, (), None, parts)
-            if job_id in self._cancelled:
-                return ObservedJob(job_id, ProcessState.EXITED, (), -15, parts)
-            return ObservedJob(job_id, ProcessState.HELD, (), None, parts)
-        return ObservedJob(job_id, ProcessState.RUNNING, (), None, parts)
+        why = self._lost.get(job_id)
+        if not kind.suspended(obj):
+            lost = self._lost_nodes(parts)
+            if not lost:
+                return ObservedJob(job_id, ProcessState.RUNNING, (), None, parts)
+            why = "; ".join(f"node {n} went down ({self.excluded.get(n, 'gone')})" for n in lost)
+            self._lost[job_id] = why
+            obj = self._suspend(job_id, kind, obj)
+        if kind.active(obj):
+            return ObservedJob(job_id, ProcessState.STOPPING, (), None, parts, why)
+        if job_id in self._cancelled:
+            return ObservedJob(job_id, ProcessState.EXITED, (), -15, parts)
+        return ObservedJob(job_id, ProcessState.HELD, (), None, parts, why)
+
+    def _lost_nodes(self, parts: Sequence[tuple[str, int]]) -> list[str]:
+        """Nodes of a running placement not Ready for ``lost_after_s``, or deleted."""
+        assert self.cluster is not None
+        known = {node.name for node in self.cluster.nodes}
+        now = self.clock()
+        lost = []
+        for name, _ in parts:
+            since = self._down_since.get(name)
+            if name not in known or (since is not None and now - since >= self.lost_after_s):
+                lost.append(name)
+        return lost
+
+    def excluded_nodes(self) -> dict[str, str]:
+        """GPU nodes that take no new pods (cordoned, not Ready), with the reason."""
+        return dict(self.excluded)
 
     def foreign_jobs(self) -> list[ForeignJob]:
-        """Suspended Jobs with the queue label that ilucid has not accepted yet."""
+        """Suspended labelled workloads that ilucid has not accepted yet."""
         return list(self._foreign)
 
     def reason(self, job_id: str) -> str | None:
-        job = self._jobs.get(job_id)
-        if job is None or not job.spec.suspend:
+        entry = self._jobs.get(job_id)
+        if entry is None or not entry[0].suspended(entry[1]):
             return None
-        return f"Kubernetes: Job {job.metadata.namespace}/{job.metadata.name} is suspended"
+        kind, meta = entry[0], entry[1]["metadata"]
+        return f"Kubernetes: {kind.kind} {meta['namespace']}/{meta['name']} is suspended"
 
     # -- acting -----------------------------------------------------------------------------
     def check(self, command: Sequence[str], cwd: str | None) -> None:
-        """Jobs come from Kubernetes itself; the API cannot make one."""
+        """Workloads come from Kubernetes itself; the API cannot make one."""
         raise ValueError(
-            "on Kubernetes, submit a batch/v1 Job with spec.suspend: true and the label"
+            "on Kubernetes, submit a batch/v1 Job or a JobSet with spec.suspend: true (a"
+            " PyTorchJob: spec.runPolicy.suspend: true) and the label"
             f" {self.queue_label} (see deploy/kubernetes/examples); ilucid admits it"
         )
 
-    def _patch(self, job: Any, body: Mapping[str, Any]) -> Any:
+    def _patch(self, kind: Kind, obj: Obj, body: Any, content_type: str | None = None) -> Obj:
+        """Patch the workload and hold the answer at once (the watch may lag)."""
+        meta = obj["metadata"]
+        extra = {"_content_type": content_type} if content_type else {}
+        answer: Obj = self.custom.patch_namespaced_custom_object(
+            kind.group, kind.version, meta["namespace"], kind.plural, meta["name"], body, **extra
+        )
+        self.informers[kind.plural].wrote(answer)
+        return answer
+
+    def _suspend(self, job_id: str, kind: Kind, obj: Obj) -> Obj:
         try:
-            return self.batch.patch_namespaced_job(
-                job.metadata.name, job.metadata.namespace, dict(body)
-            )
+            answer = self._patch(kind, obj, kind.suspend_body(True))
         except Exception as exc:
-            raise _api_error(exc) from None
+            raise api_error(exc) from None
+        self._jobs[job_id] = (kind, answer)
+        return answer
 
     def claim(self, foreign: ForeignJob, job_id: str) -> None:
-        """Accept a labelled suspended Job as ilucid's job ``job_id`` (an annotation)."""
-        namespace, _, name = foreign.key.partition("/")
+        """Accept a labelled suspended workload as ilucid's job ``job_id`` (an annotation)."""
+        pieces = foreign.key.split("/")  # namespace/name of a Job, else plural/namespace/name
+        plural, namespace, name = pieces if len(pieces) == 3 else (JOB.plural, *pieces)
+        kind = KINDS[plural]
+        obj = self.informers[kind.plural].get(f"{namespace}/{name}")
+        if obj is None:
+            raise BackendUnavailable(f"Kubernetes: {foreign.key} is not in the watched state")
+        body = {"metadata": {"annotations": {JOB_ID: job_id}}}
         try:
-            job = self.batch.read_namespaced_job(name, namespace)
+            self._jobs[job_id] = (kind, self._patch(kind, obj, body))
         except Exception as exc:
-            raise _api_error(exc) from None
-        self._jobs[job_id] = self._patch(job, {"metadata": {"annotations": {JOB_ID: job_id}}})
+            raise api_error(exc) from None
         self._foreign = [f for f in self._foreign if f.key != foreign.key]
 
     def start(
@@ -210,242 +264,131 @@ class KubernetesBackend:
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
     ) -> tuple[int, ...] | None:
-        job = self._jobs.get(job_id)
-        if job is None:
-            raise ValueError(f"job {job_id}: its Kubernetes Job is gone")
-        if not job.spec.suspend or _finished(job) is not None:
+        entry = self._jobs.get(job_id)
+        if entry is None:
+            raise ValueError(f"job {job_id}: its Kubernetes workload is gone")
+        kind, obj = entry
+        if not kind.suspended(obj) or kind.finished(obj) is not None:
             return ()  # admitted already: never twice
-        active = (job.status.active or 0) if job.status else 0
-        if active:
+        if kind.active(obj):
             return None  # its pods from before a preemption are still terminating
         nodes = sorted({name for name, _ in placement or []})
-        affinity = (
-            {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "kubernetes.io/hostname",
-                                        "operator": "In",
-                                        "values": nodes,
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                }
-            }
-            if nodes
-            else None
-        )
-        # scheduling directives first, while the Job is still suspended; then admit it
-        self._patch(
-            job,
-            {
-                "metadata": {"annotations": {PLACED_ON: ",".join(nodes)}},
-                "spec": {"template": {"spec": {"affinity": affinity}}},
-            },
-        )
-        self._jobs[job_id] = self._patch(job, {"spec": {"suspend": False}})
+        try:
+            answer = self._patch(kind, obj, kind.admission(obj, nodes, PLACED_ON), JSON_PATCH)
+        except Exception as exc:
+            if status_of(exc) in (409, 422):  # changed since read: the next pass retries
+                return None
+            raise api_error(exc) from None
+        self._jobs[job_id] = (kind, answer)
         self._published.pop(job_id, None)
+        self._lost.pop(job_id, None)
         return ()
 
     def stop(self, job_id: str) -> None:
-        """Preempt: suspend the Job; its pods get SIGTERM and their grace period."""
-        job = self._jobs.get(job_id)
-        if job is None or job.spec.suspend or _finished(job) is not None:
+        """Preempt: suspend the workload; all its pods get SIGTERM and their grace period."""
+        entry = self._jobs.get(job_id)
+        if entry is None or entry[0].suspended(entry[1]) or entry[0].finished(entry[1]):
             return
-        self._jobs[job_id] = self._patch(job, {"spec": {"suspend": True}})
+        self._suspend(job_id, *entry)
 
     def cancel(self, job_id: str) -> None:
-        """ilucid never deletes a user's Job: cancelling suspends it for good."""
+        """ilucid never deletes a user's workload: cancelling suspends it for good."""
         self._cancelled.add(job_id)
-        job = self._jobs.get(job_id)
-        if job is not None and not job.spec.suspend and _finished(job) is None:
-            self._jobs[job_id] = self._patch(job, {"spec": {"suspend": True}})
+        self.stop(job_id)
+
+    def forget(self, job_id: str) -> None:
+        """The service recorded how the job ended."""
+        self._lost.pop(job_id, None)
+        self._published.pop(job_id, None)
 
     def publish_reason(self, job_id: str, why: str) -> bool:
-        """Show why a Job waits, in Kubernetes itself: a condition and an Event, written
-        only when the sentence changed. Returns whether anything was written."""
-        job = self._jobs.get(job_id)
-        if job is None or self._published.get(job_id) == why:
+        """Show why a workload waits, in Kubernetes itself: an Event (and on a Job an
+        ``IlucidPending`` condition), written only when the sentence changed. Returns
+        whether anything was written."""
+        entry = self._jobs.get(job_id)
+        if entry is None or self._published.get(job_id) == why:
             return False
+        kind, obj = entry
+        meta = obj["metadata"]
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        condition = {
-            "type": PENDING_CONDITION,
-            "status": "True",
-            "reason": "WaitingForIlucid",
-            "message": why,
-            "lastProbeTime": now,
-            "lastTransitionTime": now,
-        }
-        namespace, name = job.metadata.namespace, job.metadata.name
-        event = {
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": name,
-                "namespace": namespace,
-                "uid": job.metadata.uid,
-            },
-            "reason": "IlucidPending",
-            "message": why,
-            "type": "Normal",
-            "source": {"component": "ilucid"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
         try:
-            self.batch.patch_namespaced_job_status(
-                name, namespace, {"status": {"conditions": [condition]}}
-            )
-            self.core.create_namespaced_event(namespace, event)
+            if kind is JOB:  # a strategic merge: the Job controller's conditions are kept
+                condition = {
+                    "type": PENDING_CONDITION,
+                    "status": "True",
+                    "reason": "WaitingForIlucid",
+                    "message": why,
+                    "lastProbeTime": now,
+                    "lastTransitionTime": now,
+                }
+                answer = self.custom.patch_namespaced_custom_object_status(
+                    kind.group, kind.version, meta["namespace"], kind.plural, meta["name"],
+                    {"status": {"conditions": [condition]}}, _content_type=STRATEGIC,
+                )  # fmt: skip
+                self.informers[kind.plural].wrote(answer)
+            self.core.create_namespaced_event(meta["namespace"], _event(kind, meta, why, now))
         except Exception as exc:
-            raise _api_error(exc) from None
+            raise api_error(exc) from None
         self._published[job_id] = why
         return True
 
     def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
-        job = self._jobs.get(job_id)
-        where = f"{job.metadata.namespace}/{job.metadata.name}" if job is not None else job_id
-        return f"(logs of Kubernetes jobs: kubectl logs job/{where})\n"
+        entry = self._jobs.get(job_id)
+        if entry is None:
+            return f"(logs of Kubernetes jobs: kubectl logs, job {job_id})\n"
+        kind, meta = entry[0], entry[1]["metadata"]
+        where = f"-n {meta['namespace']} {kind.kind.lower()}/{meta['name']}"
+        return f"(logs of Kubernetes jobs: kubectl logs {where})\n"
 
 
-def _finished(job: Any) -> str | None:
-    for condition in (job.status.conditions or []) if job.status else []:
-        if condition.type in ("Complete", "Failed") and condition.status == "True":
-            return str(condition.type)
-    return None
+def _event(kind: Kind, meta: Mapping[str, Any], why: str, now: str) -> dict[str, Any]:
+    namespace, name = meta["namespace"], meta["name"]
+    return {
+        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "name": name,
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+        },
+        "reason": "IlucidPending",
+        "message": why,
+        "type": "Normal",
+        "source": {"component": "ilucid"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
 
 
-def _placed_on(job: Any) -> tuple[tuple[str, int], ...]:
-    annotations = job.metadata.annotations or {}
+def _placed_on(kind: Kind, obj: Obj) -> tuple[tuple[str, int], ...]:
+    annotations = obj["metadata"].get("annotations") or {}
     nodes = [n for n in annotations.get(PLACED_ON, "").split(",") if n]
-    gpus = _gpus_of(job)
-    if not nodes or job.spec.suspend:
+    if not nodes or kind.suspended(obj):
         return ()
-    per_node, extra = divmod(gpus, len(nodes))
+    per_node, extra = divmod(kind.gpus(obj), len(nodes))
     return tuple((n, per_node + (1 if i < extra else 0)) for i, n in enumerate(nodes))
 
 
-def _gpus_of(job: Any) -> int:
-    """GPUs of the whole Job: the pod's GPU limit times its parallelism."""
-    pods = max(1, job.spec.parallelism or 1)
-    total = 0
-    for container in job.spec.template.spec.containers or []:
-        limits = (container.resources.limits or {}) if container.resources else {}
-        total += int(str(limits.get(GPU, "0")) or 0)
-    return total * pods
-
-
-def _foreign(job: Any) -> ForeignJob:
-    annotations = job.metadata.annotations or {}
-    labels = job.metadata.labels or {}
+def _foreign(kind: Kind, obj: Obj) -> ForeignJob:
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
     job_class = annotations.get(CLASS, "training")
     if job_class not in ("training", "inference", "best-effort"):
         job_class = "training"
-    estimate = annotations.get(ESTIMATE, "")
+    estimate = str(annotations.get(ESTIMATE, ""))
+    shape = kind.shape(obj)
+    key = key_of(obj) if kind is JOB else f"{kind.plural}/{key_of(obj)}"
     return ForeignJob(
-        key=f"{job.metadata.namespace}/{job.metadata.name}",
-        user=labels.get("ilucid.io/user", job.metadata.namespace),
-        gpus=_gpus_of(job),
+        key=key,
+        user=labels.get("ilucid.io/user", meta["namespace"]),
+        gpus=kind.gpus(obj),
         job_class=job_class,
-        name=job.metadata.name,
+        name=meta["name"],
         estimate_s=float(estimate) if estimate.replace(".", "", 1).isdigit() else None,
+        gpu_type=gpu_type_of(kind.templates(obj)),
+        nodes=shape[0] if shape else None,
+        gpus_per_node=shape[1] if shape else None,
     )
-
-
-class LeaseElector:
-    """Leader election on a coordination.k8s.io/v1 Lease, so two replicas never both admit.
-
-    The holder renews the Lease every pass; another replica takes it only once
-    ``renewTime + leaseDurationSeconds`` has passed, and every write carries
-    the Lease's resourceVersion, so of two replicas racing for it the API
-    server lets exactly one win (the other gets 409 Conflict).
-    """
-
-    def __init__(
-        self,
-        api_client: Any,
-        namespace: str,
-        name: str,
-        identity: str,
-        duration_s: float = 15.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        from kubernetes import client
-
-        self.api: Any = client.CoordinationV1Api(api_client)
-        self.namespace, self.name, self.identity = namespace, name, identity
-        self.duration_s = duration_s
-        self.clock = clock
-        self.leading = False
-
-    def _stamp(self) -> str:
-        moment = datetime.datetime.fromtimestamp(self.clock(), datetime.UTC)
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-    def _spec(self, acquired: str | None, transitions: int) -> dict[str, Any]:
-        now = self._stamp()
-        return {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, round(self.duration_s)),
-            "acquireTime": acquired or now,
-            "renewTime": now,
-            "leaseTransitions": transitions,
-        }
-
-    def try_lead(self) -> bool:
-        """Acquire or renew the Lease; whether this replica leads now."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            try:
-                lease = self.api.read_namespaced_lease(self.name, self.namespace)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                body = {
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(None, 0),
-                }
-                self.api.create_namespaced_lease(self.namespace, body)
-                self.leading = True
-                return True
-            spec = lease.spec
-            holder = spec.holder_identity
-            renewed = spec.renew_time.timestamp() if spec.renew_time else 0.0
-            duration = spec.lease_duration_seconds or self.duration_s
-            if holder != self.identity and self.clock() < renewed + duration:
-                self.leading = False
-                return False
-            mine = holder == self.identity
-            acquired = (
-                spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                if mine and spec.acquire_time
-                else None
-            )
-            transitions = (spec.lease_transitions or 0) + (0 if mine else 1)
-            body = {
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": lease.metadata.resource_version,
-                },
-                "spec": self._spec(acquired, transitions),
-            }
-            self.api.replace_namespaced_lease(self.name, self.namespace, body)
-            self.leading = True
-            return True
-        except ApiException as exc:
-            if exc.status == 409:  # another replica won the race
-                self.leading = False
-                return False
-            raise _api_error(exc) from None
-        except Exception as exc:
-            self.leading = False
-            raise _api_error(exc) from None
