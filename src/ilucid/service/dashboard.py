@@ -174,7 +174,8 @@ _JOB = """
 <table id="job-fields" data-testid="job-fields"><tbody></tbody></table></section>
 <section class="panel"><h3>State transitions</h3>
 <table id="job-transitions" data-testid="job-transitions"><thead><tr>
-<th>time</th><th>from</th><th>to</th><th>reason</th></tr></thead><tbody></tbody></table>
+<th>time</th><th>from</th><th>to</th><th>cause</th><th>reason</th></tr></thead><tbody></tbody>
+</table>
 </section>
 <section class="panel"><h3>Scheduling decisions</h3>
 <table id="job-decisions" data-testid="job-decisions"><thead><tr>

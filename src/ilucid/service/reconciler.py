@@ -99,6 +99,8 @@ class Reconciler:
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.published_at = 0.0
         self.profiles = False
+        #: nodes the cluster manager took out of service, with its reason (last pass)
+        self.excluded: dict[str, str] = {}
         #: running jobs found alive (or ended unseen) and taken back at the last rebuild
         self.readopted: list[str] = []
         self.backend_queue = BackendQueue(
@@ -223,6 +225,7 @@ class Reconciler:
         whole = time.perf_counter()
         seen = self.backend.observe()
         now = self.clock()
+        self._fence_excluded_nodes()
         for job_id in list(self._stop_retry):
             self._stop_retry.discard(job_id)
             if job_id in self.stopping:
@@ -250,6 +253,19 @@ class Reconciler:
         self.durations.maybe_refit()  # hands the work to its worker process at once
         self.reconcile_latency.observe(time.perf_counter() - whole)
         return decisions
+
+    def _fence_excluded_nodes(self) -> None:
+        """Nodes drained, down or cordoned take no new work; their jobs stay accounted."""
+        excludes = self.capabilities.excludes
+        if excludes is None:
+            return
+        try:
+            self.excluded = excludes.excluded_nodes()
+        except BackendUnavailable as exc:  # keep the last answer; asked again next pass
+            print(f"ilucid serve: reading excluded nodes: {exc}", flush=True)
+        names = self.excluded
+        fenced = [i for i, node in enumerate(self.cluster.nodes) if node.name in names]
+        self.scheduler.free.set_unavailable(fenced)
 
     def _settle_stopped(self, session: Session, seen: Observation, now: float) -> None:
         """Jobs the service stopped whose process is gone: cancelled ones end, profiled

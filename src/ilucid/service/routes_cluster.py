@@ -56,7 +56,8 @@ def queue(who: Who, service: Live) -> list[dict[str, Any]]:
 
 @router.get("/nodes")
 def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
-    """Nodes with their free GPUs and, per GPU, the running job holding it (or null)."""
+    """Nodes with their free GPUs and, per GPU, the running job holding it (or null);
+    a node the cluster manager took out of service says why (``excluded``)."""
     with Session(service.engine) as session:
         held = session.execute(
             select(JobRow.id, JobRow.gpu_indices).where(JobRow.state == "running")
@@ -64,6 +65,7 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
     with service.lock:
         free = service.scheduler.free
         cluster_nodes = service.cluster.nodes
+        excluded = service.reconciler.excluded
         holders = gpu_holders([node.num_gpus for node in cluster_nodes], held)
         return [
             {
@@ -73,6 +75,7 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
                 "gpu_memory_gb": node.gpu_memory_gb,
                 "free_gpus": free.free[index],
                 "gpu_jobs": holders[index],
+                "excluded": excluded.get(node.name),
             }
             for index, node in enumerate(cluster_nodes)
         ]

@@ -47,7 +47,7 @@ function drawJobTables(job, explain) {
     el('th', {}, k), cell('value', v))));
   fill('job-transitions', job.transitions.map(t => el('tr', {},
     timeCell('time', t.time, false), cell('from', t.from || '-'), cell('to', t.to),
-    cell('reason', t.reason))));
+    cell('cause', t.stimulus || '-'), cell('reason', t.reason))));
   fill('job-decisions', explain.decisions.map(d => el('tr', {},
     timeCell('time', d.time, false), cell('action', d.action), cell('code', d.code),
     cell('message', d.message))), 'job-decisions-empty');

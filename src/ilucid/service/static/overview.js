@@ -58,7 +58,8 @@ function drawNodes(nodes) {
     });
     return el('div', {class: 'node', 'data-node': n.name, 'data-testid': 'node'},
       el('div', {class: 'node-head'}, n.name + ' \u00b7 ' + n.gpu_type + ' \u00b7 '
-        + n.free_gpus + ' of ' + n.gpus + ' free'),
+        + (n.excluded ? 'out of service: ' + n.excluded
+          : n.free_gpus + ' of ' + n.gpus + ' free')),
       el('div', {class: 'gpus'}, ...cells));
   }));
 }

@@ -1,0 +1,66 @@
+"""Nodes the cluster manager takes out of service (issue 18): a backend that reports
+them (``ReportsExcludedNodes``) has them fenced on the next pass: no new job lands
+there, jobs already there keep running, and /nodes says why. Resumed, they take
+work again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from ilucid.backends.base import ReportsExcludedNodes
+from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.service.api import build_app
+from ilucid.service.auth import create_token
+from ilucid.service.db import make_engine, migrate
+from ilucid.service.scheduler_service import JobRequest, SchedulerService
+
+
+class DrainableHost(LocalBackend):
+    """This host's GPUs, with an operator's drain list as a cluster manager keeps it."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder, GpuInventory(2, "v100", 16.0, "virtual"))
+        self.drained: dict[str, str] = {}
+
+    def excluded_nodes(self) -> dict[str, str]:
+        return dict(self.drained)
+
+
+def _state(service: SchedulerService, job: str) -> str:
+    for _ in range(40):
+        service.reconcile()
+        time.sleep(0.05)
+    status = service.scheduler.jobs[job].status.value
+    return status
+
+
+def test_a_drained_node_takes_no_new_job_and_says_why(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ilucid.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    backend = DrainableHost(tmp_path)
+    assert isinstance(backend, ReportsExcludedNodes)
+    service = SchedulerService(engine, backend, policy="fifo")
+    assert "excluded nodes" in service.capabilities.names()
+    client = TestClient(build_app(service))
+    headers = {"Authorization": f"Bearer {create_token(engine, 'root', 'ops', True)}"}
+    host = service.cluster.nodes[0].name
+    running = service.submit(JobRequest(["sleep", "30"], gpus=1))
+    assert _state(service, running) == "running"
+
+    backend.drained = {host: "drained: disk swap"}
+    waiting = service.submit(JobRequest(["sleep", "30"], gpus=1))
+    assert _state(service, waiting) == "pending"  # a GPU is free, but not for new work
+    assert service.scheduler.jobs[running].status.value == "running"  # keeps running
+    shown = client.get("/nodes", headers=headers).json()
+    assert shown[0]["name"] == host and shown[0]["excluded"] == "drained: disk swap"
+
+    backend.drained = {}
+    assert _state(service, waiting) == "running"
+    assert client.get("/nodes", headers=headers).json()[0]["excluded"] is None
+    for job in (running, waiting):
+        service.cancel(job)
+    engine.dispose()
