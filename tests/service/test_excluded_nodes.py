@@ -64,3 +64,31 @@ def test_a_drained_node_takes_no_new_job_and_says_why(tmp_path: Path) -> None:
     for job in (running, waiting):
         service.cancel(job)
     engine.dispose()
+
+
+def test_a_changed_cluster_rebuilds_the_core_and_keeps_running_jobs(tmp_path: Path) -> None:
+    """The cluster manager reports a different inventory (here: a node relabelled; a
+    node added or gone is the same path): the core is rebuilt from the database and
+    the backend on the next pass, the running job is re-adopted, never started twice."""
+    from dataclasses import replace
+
+    from ilucid.core import Cluster
+
+    url = f"sqlite:///{tmp_path / 'ilucid.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    backend = DrainableHost(tmp_path)
+    service = SchedulerService(engine, backend, policy="fifo")
+    running = service.submit(JobRequest(["sleep", "30"], gpus=1))
+    assert _state(service, running) == "running"
+    old_core = service.scheduler
+    node = backend.cluster.nodes[0]
+    backend.cluster = Cluster((replace(node, labels={"rack": "r7"}),))
+    service.reconcile()
+    assert service.scheduler is not old_core and service.cluster == backend.cluster
+    assert service.readopted == [running]
+    assert _state(service, running) == "running"
+    starts = [line for line in service.story(running) if line.stimulus == "backend: launched"]
+    assert len(starts) == 1  # re-adopted, not launched again
+    service.cancel(running)
+    engine.dispose()

@@ -112,11 +112,15 @@ class Reconciler:
         )
         self.scheduler: Scheduler
         self.cluster: Cluster
+        self._new_policy: Callable[[], Policy]
 
     # -- recovery ----------------------------------------------------------------------
-    def rebuild(self, policy: Policy, profiles: bool) -> None:
+    def rebuild(self, new_policy: Callable[[], Policy], profiles: bool) -> None:
         """A fresh core from the database; running jobs re-adopted from the backend
-        (``profiles``: whether the policy runs profiling runs)."""
+        (``new_policy`` makes the policy, again when the cluster changes; ``profiles``:
+        whether it runs profiling runs)."""
+        self._new_policy = new_policy
+        policy = new_policy()
         seen = self.backend.observe()
         self.profiles = profiles
         self.cluster = seen.cluster
@@ -224,6 +228,14 @@ class Reconciler:
     def reconcile(self) -> list[Decision]:
         whole = time.perf_counter()
         seen = self.backend.observe()
+        if seen.cluster != self.cluster:  # a node added or gone (Slurm, Kubernetes)
+            print(
+                f"ilucid serve: the cluster changed ({len(self.cluster.nodes)} ->"
+                f" {len(seen.cluster.nodes)} nodes): the core is rebuilt, running jobs kept",
+                flush=True,
+            )
+            self.rebuild(self._new_policy, self.profiles)
+            seen = self.backend.observe()
         now = self.clock()
         self._fence_excluded_nodes()
         for job_id in list(self._stop_retry):
@@ -300,7 +312,7 @@ class Reconciler:
             if state in _ALIVE:
                 continue
             if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
-                self._requeue_vanished(session, row, now)
+                self._requeue_vanished(session, row, now, observed.reason if observed else None)
                 continue
             row.exit_code = code = observed.exit_code
             row.end_time = now
@@ -313,16 +325,18 @@ class Reconciler:
             if final == SUCCEEDED and row.first_start is not None:
                 self.durations.finished(spec_of(row), max(0.0, now - row.first_start))
 
-    def _requeue_vanished(self, session: Session, row: JobRow, now: float) -> None:
+    def _requeue_vanished(
+        self, session: Session, row: JobRow, now: float, why: str | None = None
+    ) -> None:
         if row.id in self.scheduler.jobs:
             self.scheduler.requeue(row.id, now)
         else:  # adopted outside the core's books: it queues afresh
             self.scheduler.submit(spec_of(row), row.submit_time)
         row.gpu_indices = ""
         row.preemptions += 1
-        self.store.move(
-            session, row, PENDING, Stimulus.VANISHED, "its process vanished without an exit"
-        )
+        # the cluster manager's word when it has one (its node went down...)
+        sentence = why or "its process vanished without an exit"
+        self.store.move(session, row, PENDING, Stimulus.VANISHED, sentence)
         self._forgets.append(row.id)
 
     def _publish_reasons(self, now: float, every_s: float = 5.0, first: int = 200) -> None:

@@ -133,9 +133,8 @@ class SchedulerService:
         return self.reconciler.readopted
 
     def _rebuild(self) -> None:
-        self.reconciler.rebuild(
-            self.policy_factory(self.policy_name), needs_profiler(self.policy_name)
-        )
+        name = self.policy_name
+        self.reconciler.rebuild(lambda: self.policy_factory(name), needs_profiler(name))
 
     # -- requests ----------------------------------------------------------------------
     def submit(self, request: JobRequest) -> str:
