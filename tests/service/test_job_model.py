@@ -216,3 +216,42 @@ def test_ilucid_jobs_lists_gpus_only_for_running_jobs(
     assert lines[running].split()[5] in ("0,1", "1,2", "0,2", "2,3", "1,3", "0,3")
     assert lines[ended].split()[:5] == [ended, "ann", "training", "1", "succeeded"]
     assert lines[ended].split()[5] == "true"  # the command follows at once: no GPUs shown
+
+
+def test_an_opted_in_cluster_manager_job_keeps_its_type_and_gang(tmp_path: Path) -> None:
+    """A job submitted to the cluster manager directly (a JobSet of 1 x 2 GPUs on
+    v100, say) becomes the same job model as an API submission."""
+    from sqlalchemy.orm import Session
+
+    from ilucid.backends.base import ForeignJob
+    from ilucid.service.db import JobRow
+    from ilucid.service.job_store import spec_of
+
+    class OptInHost(LocalBackend):
+        def __init__(self, folder: Path) -> None:
+            super().__init__(folder, GpuInventory(4, "v100", 16.0, "virtual"))
+            self.offered = [
+                ForeignJob("ns/trainer", "ann", 2, "training", "trainer", None, "v100", 1, 2),
+                ForeignJob("ns/odd", "bob", 3, "training", "odd", None, None, 2, 2),
+            ]
+            self.claimed: dict[str, str] = {}
+
+        def foreign_jobs(self) -> list[ForeignJob]:
+            return [f for f in self.offered if f.key not in self.claimed]
+
+        def claim(self, foreign: ForeignJob, job_id: str) -> None:
+            self.claimed[foreign.key] = job_id
+
+    url = f"sqlite:///{tmp_path / 'foreign.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    backend = OptInHost(tmp_path)
+    service = SchedulerService(engine, backend, policy="fifo")
+    with service.lock, Session(engine) as session:  # as the pass claims them
+        service.reconciler.backend_queue.sync(session, backend.observe(), 4)
+        trainer = spec_of(session.get(JobRow, backend.claimed["ns/trainer"]))
+        odd = spec_of(session.get(JobRow, backend.claimed["ns/odd"]))
+    assert (trainer.num_gpus, trainer.gpu_type, trainer.shape) == (2, "v100", (2,))
+    assert service.scheduler.jobs[trainer.id].spec.shape == (2,)  # the core has it so
+    assert (odd.num_gpus, odd.shape) == (3, None)  # 2 x 2 is not 3 GPUs: no gang shape
+    engine.dispose()

@@ -82,12 +82,19 @@ class BackendQueue:
     ) -> JobRow:
         now = self.clock()
         name = self.backend_name
+        gpus = min(foreign.gpus, total_gpus)
+        # the same job model as a submission: its type and its gang's shape
+        gang = foreign.nodes is not None and foreign.gpus_per_node is not None
+        gang = gang and (foreign.nodes or 0) * (foreign.gpus_per_node or 0) == gpus
         row = JobRow(
             id=self.new_id(),
             user=foreign.user or "slurm",
             tenant=foreign.user or "slurm",
             job_class=foreign.job_class,
-            gpus=min(foreign.gpus, total_gpus),
+            gpus=gpus,
+            gpu_type=foreign.gpu_type,
+            nodes=foreign.nodes if gang else None,
+            gpus_per_node=foreign.gpus_per_node if gang else None,
             command=json.dumps([f"{name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
             estimate_s=foreign.estimate_s,
