@@ -45,7 +45,10 @@ _COLUMNS = (
 def _run(args: argparse.Namespace) -> int:
     profiles = profile_dir()
     if profiles is None:
-        raise ValueError("set ILUCID_PROFILE_DIR (or ILUCID_TRACE_DIR) to find ../shared/profiles")
+        raise ValueError(
+            "set ILUCID_PROFILE_DIR to the folder of workload profiles (gavel/, lucid/),"
+            " or keep it as 'profiles' beside ILUCID_TRACE_DIR's folder"
+        )
     world = GavelWorld.from_directory(profiles)
     trace = load_trace(args.trace).limit(args.limit)
     sized = cluster_for_load(trace.jobs, args.load)

@@ -28,7 +28,7 @@ __all__ = [
     "trace_dir",
 ]
 
-#: Nominal offered load of ../shared/traces/README.md's size convention.
+#: Nominal offered load of the traces' size convention (docs/traces.md).
 DEFAULT_LOAD = 0.85
 
 #: Short names resolved inside the trace directory.
@@ -100,7 +100,8 @@ def load_trace(name_or_path: str, directory: Path | None = None) -> Trace:
                 None,
                 None,
                 "is a trace name; set ILUCID_TRACE_DIR to the folder holding the public traces"
-                " (for example ../shared/traces) or pass a file path",
+                " (docs/traces.md says where to download each and how to lay them out)"
+                " or pass a file path",
             )
         path = directory / KNOWN_TRACES[name_or_path]
         if not path.exists():
@@ -138,7 +139,7 @@ def cluster_for_load(
     """Nodes so the trace offers ``load`` of the cluster's GPU capacity over its arrival span.
 
     ``nodes = max(ceil(GPU-seconds / (gpus_per_node * load * span)),
-    ceil(largest job / gpus_per_node))`` as in ../shared/traces/README.md.
+    ceil(largest job / gpus_per_node))`` (the size convention in docs/traces.md).
     """
     if not jobs:
         raise ValueError("cannot size a cluster for an empty trace")
