@@ -359,6 +359,7 @@ def crossings(cells: list[Cell]) -> list[str]:
         ("cold pass", lambda c: c.cold_ms),
         ("churn p50", lambda c: c.p50),
         ("churn p99", lambda c: c.p99),
+        ("churn p50 cpu", lambda c: c.p50_cpu),
     )
     for pending in sorted({c.pending for c in cells}):
         row = [c for c in cells if c.pending == pending]

@@ -1,6 +1,6 @@
 """N schedulers deciding at once on one cluster: how often optimistic commits conflict.
 
-Issue 20 asks whether the decision loop needs sharding, and if so what sharded
+Issue 20 asks whether the decision loop needs sharding, and what sharded
 decisions would cost, before any live code. This replays a trace with ``N``
 copies of the unchanged core, in the spirit of Omega's shared state:
 
@@ -13,22 +13,20 @@ copies of the unchanged core, in the spirit of Omega's shared state:
 * their decisions are then committed one scheduler at a time, in a random
   (seeded) order: who reaches the database first. A preemption always commits
   (a scheduler stops only its own jobs). A start commits only if every node of
-  its placement still has that many free GPUs; otherwise it *conflicts*, the
-  scheduler is told with :meth:`SchedulingPass.preempt` (as a live service
-  would tell its core that a start did not happen), and it retries in another
-  round at the same instant on a fresh snapshot. The first committer of a
-  round never conflicts, so a pass takes at most ``N`` rounds.
+  its placement still has that many free GPUs; otherwise it *conflicts*, its
+  scheduler is told that the start did not happen, and it retries in another
+  round at the same instant on a fresh snapshot. The first committer of a round
+  never conflicts, so a pass takes at most ``N`` rounds.
 
-The replay's own truth (the engine) only ever sees committed decisions.
-Conflicts are counted by GPU counts per node (GPUs of a node are fungible to
-the core); a live commit would compare GPU indices, which only adds conflicts
-if two schedulers chose different GPUs of the same node, which the count check
-already lets through.
+``concurrent=False`` is the baseline: each scheduler decides after the commits
+before it (a lock from snapshot to commit), so nothing conflicts.
 
-A start refused at commit leaves a trace in the refused scheduler's core: the
-job counts one preemption and has a first start (so it is not profiled any
-more, and the starvation guard waits ``rewait_after_s`` for it), as the live
-core would after the same notice. With ``N = 1`` nothing conflicts and the
+The replay's own truth (the engine) only sees committed decisions. Conflicts
+are counted on GPU counts per node, as the core books them (a live commit
+would assign a node's free GPU indices when it commits). Two stimuli the core
+lacks are stood in for with public calls, and named where they are: "start
+refused" (:meth:`ShardedScheduler._roll_back`) and "capacity freed elsewhere"
+(:meth:`ShardedScheduler._freed_by`). With ``N = 1`` nothing conflicts and the
 replay is the plain one, decision for decision.
 """
 
