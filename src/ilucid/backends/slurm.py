@@ -1,34 +1,31 @@
 """The Slurm backend: ilucid's ordering and placement on top of an unmodified Slurm.
 
-Each accepted job is submitted at once with ``sbatch --hold`` (so Slurm knows
-it and says why it waits); when the core starts it, ilucid writes the chosen
-node and GPU type into the held job (``scontrol update NodeList=...
-TresPerNode=gres:gpu:TYPE:N``) and releases it. Preemption is ``scontrol
-requeuehold``: Slurm signals the job (it may checkpoint), puts it back in the
-queue held, and ilucid releases it again when the core restarts it.
+Each accepted job is submitted at once with ``sbatch --hold`` (so Slurm knows it and says
+why it waits); when the core starts it, ilucid writes the chosen node and GPU type into the
+held job (``scontrol update NodeList=... TresPerNode=gres:gpu:TYPE:N``) and releases it.
+Preemption is ``scontrol requeuehold``: Slurm signals the job (it may checkpoint), puts it
+back in the queue held, and ilucid releases it again when the core restarts it.
 
-Everything runs as argument lists (never a shell); the job's command reaches
-Slurm as arguments of ilucid's own batch script, which records the exit code
-in ``<data>/slurm/<id>/exit`` so an outcome survives Slurm forgetting a job
-(without accounting, ended jobs leave ``squeue`` after ``MinJobAge``).
+Everything runs as argument lists (never a shell); the job's command reaches Slurm as
+arguments of ilucid's own batch script, which records the exit code in
+``<data>/slurm/<id>/exit`` so an outcome survives Slurm forgetting a job (without
+accounting, ended jobs leave ``squeue`` after ``MinJobAge``).
 
-Slurm 22.05 facts this relies on (see docs/slurm.md): ``--json`` ignores
-filters, so one ``squeue --json`` per pass serves all jobs; a held job's typed
-GRES must be cleared (``TresPerNode=``) before a new one is set; a requeued
-job waits ``cred_expire`` seconds (BeginTime) unless its StartTime is reset,
-and resetting it in the same second as the requeue fails the job, so a
-release waits ``requeue_delay_s`` after a requeue.
+Slurm 22.05 facts this relies on (see docs/slurm.md): ``--json`` ignores filters, so one
+``squeue --json`` per pass serves all jobs; a held job's typed GRES must be cleared
+(``TresPerNode=``) before a new one is set; a requeued job waits ``cred_expire`` seconds
+(BeginTime) unless its StartTime is reset, and resetting it in the same second as the
+requeue fails the job, so a release waits ``requeue_delay_s`` after a requeue.
 
-The inventory follows the cluster (``sinfo`` every pass; nodes Slurm gives no work
-are in ``excluded_nodes()`` with its reason). A job Slurm requeued itself (its node
-went down: restart count above the ``:run=N`` ilucid wrote in its comment at its
-last release) is held again and reported HELD with the reason (docs/slurm.md).
+The inventory follows the cluster (``sinfo`` every pass; nodes Slurm gives no work are in
+``excluded_nodes()`` with its reason). A job Slurm requeued itself (its node went down:
+restart count above the ``:run=N`` ilucid wrote in its comment at its last release) is held
+again and reported HELD with the reason (docs/slurm.md).
 
-Failure mode (fail-closed): if ilucid stops, its held jobs stay held and
-running jobs run on; a restarted service rebuilds from its database and
-Slurm's queue, matching jobs by name (``ilucid-<id>``), so nothing is
-submitted twice. ``release_all_held`` is the fail-open escape hatch an
-operator (or a timer) runs to hand held jobs to Slurm's own scheduler.
+Failure mode (fail-closed): if ilucid stops, its held jobs stay held and running jobs run
+on; a restarted service rebuilds from its database and Slurm's queue, matching jobs by name
+(``ilucid-<id>``), so nothing is submitted twice. ``release_all_held`` is the fail-open
+escape hatch an operator (or a timer) runs to hand held jobs to Slurm's own scheduler.
 """
 
 from __future__ import annotations
@@ -137,6 +134,7 @@ class SlurmBackend:
         self.opt_in_tag = check_name(opt_in_tag, "opt-in tag")
         self.cluster: Cluster | None = None
         self.where: dict[str, tuple[str, str | None]] = {}
+        self._typed: list[str] = []
         self.excluded: dict[str, str] = {}  # logical node -> why Slurm gives it no work
         self._ran_on: dict[str, str] = {}  # ilucid id -> Slurm's node list where it ran
         self._node_reasons: dict[str, str] = {}  # Slurm node -> why it takes no work
@@ -197,6 +195,7 @@ class SlurmBackend:
             raise SlurmError(f"no nodes with GPUs in partition {self.partition or '(any)'}")
         if cluster != self.cluster:  # a node came or went: a new inventory
             self.cluster, self.where = cluster, where
+            self._typed = [node for node, _ in where.values()]  # a name per GPU type there
         why = {node.name: unavailable_reason(node) for node in nodes}
         self.excluded = {
             name: reason for name, (node, _) in where.items() if (reason := why.get(node))
@@ -400,6 +399,8 @@ class SlurmBackend:
         counts = {count for _, count in placement}
         types = {n[1] for n in nodes if n is not None}
         physical = sorted({n[0] for n in nodes if n is not None})
+        if len(types) > 1 and all(self._typed.count(p) == 1 for p in physical):
+            types = {None}  # a gang over nodes of one GPU type each: untyped is exact there
         if len(counts) != 1 or len(types) != 1 or len(physical) != len(placement):
             # Slurm asks the same GPUs of every node: give Slurm the total, no node hint
             return [f"TresPerNode=gres:gpu:{gpus}"] if gpus else []
