@@ -24,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_harness import HERE, SlurmCluster
 
 
-def _cluster(nodes: int) -> Iterator[SlurmCluster]:
+def _cluster(nodes: int, gres: str = "mixed") -> Iterator[SlurmCluster]:
     if os.geteuid() != 0:
         pytest.skip("Slurm's daemons need root here (slurmctld runs as SlurmUser=root)")
     if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
         pytest.skip("Slurm is not installed and apt-get is not available to install it")
     directory = Path(tempfile.mkdtemp(prefix="ilucid-slurm-"))
     directory.chmod(0o755)  # munged and job steps run as other users
-    cluster = SlurmCluster(directory, str(directory / "slurm.conf"), nodes)
+    cluster = SlurmCluster(directory, str(directory / "slurm.conf"), nodes, gres)
     try:
         cluster.start()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -58,3 +58,10 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 def slurm_two_nodes() -> Iterator[SlurmCluster]:
     """Two slurmd daemons on this host (``slurmd -N``), each with 4 a100 + 4 v100."""
     yield from _cluster(2)
+
+
+@pytest.fixture(scope="session")
+def slurm_typed_nodes() -> Iterator[SlurmCluster]:
+    """Two slurmd daemons, one GPU type each (issue 18's heterogeneous cluster): node1
+    has 4 a100, node2 has 4 v100 (typed GRES: ``Gres=gpu:a100:4`` and ``Type=a100``)."""
+    yield from _cluster(2, "split")

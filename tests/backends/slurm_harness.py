@@ -16,6 +16,7 @@ class SlurmCluster:
     directory: Path
     conf: str
     nodes: int = 1  # slurmd daemons on this host (node1..nodeN), 4 a100 + 4 v100 each
+    gres: str = "mixed"  # "split": one type a node (node1 4 x a100, node2 4 x v100)
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": self.conf}
@@ -37,7 +38,7 @@ class SlurmCluster:
         """(Re)start whichever daemons are down; state in the directory is kept."""
         done = subprocess.run(
             ["bash", str(HERE / "start_slurm.sh"), str(self.directory)],
-            env={**os.environ, "SLURM_TEST_NODES": str(self.nodes)},
+            env={**os.environ, "SLURM_TEST_NODES": str(self.nodes), "SLURM_TEST_GRES": self.gres},
             capture_output=True,
             text=True,
             timeout=600,

@@ -7,6 +7,8 @@
 # Env knobs:
 #   SLURM_TEST_NODES=N      number of slurmd nodes (node1..nodeN, default 1); every node
 #                           gets 8 fake GPUs (4 x a100, 4 x v100)
+#   SLURM_TEST_GRES=split   instead, one GPU type a node: odd nodes 4 x a100, even nodes
+#                           4 x v100 (a heterogeneous cluster: node1 a100, node2 v100)
 #   SLURM_TEST_CPUS=N       CPUs advertised per node (default 64; faked via config_overrides)
 #   SLURM_TEST_WAIT=S       seconds to wait for nodes to become idle (default 60)
 #   SLURM_TEST_GRES_CORES=0 omit Cores= in gres.conf (gres strings then lack "(S:0)")
@@ -114,8 +116,15 @@ for i in $(seq 1 "$NNODES"); do
         fi
     done
     PORT=$((SLURMD_PORT_BASE + i - 1))
-    NODE_LINES+="NodeName=$n NodeAddr=127.0.0.1 NodeHostname=$HOST Port=$PORT CPUs=$NCPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NCPUS ThreadsPerCore=1 RealMemory=16000 Gres=gpu:a100:4,gpu:v100:4 State=UNKNOWN"$'\n'
-    if [ "${SLURM_TEST_GRES_CORES:-1}" = 1 ]; then
+    GRES="gpu:a100:4,gpu:v100:4"
+    if [ "${SLURM_TEST_GRES:-mixed}" = split ]; then
+        if [ $((i % 2)) = 1 ]; then t=a100; else t=v100; fi
+        GRES="gpu:$t:4"
+    fi
+    NODE_LINES+="NodeName=$n NodeAddr=127.0.0.1 NodeHostname=$HOST Port=$PORT CPUs=$NCPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NCPUS ThreadsPerCore=1 RealMemory=16000 Gres=$GRES State=UNKNOWN"$'\n'
+    if [ "${SLURM_TEST_GRES:-mixed}" = split ]; then
+        GRES_LINES+="NodeName=$n Name=gpu Type=$t File=$DIR/dev/$n/nvidia[0-3] Cores=0-$((NCPUS-1))"$'\n'
+    elif [ "${SLURM_TEST_GRES_CORES:-1}" = 1 ]; then
         # with Cores=, gres strings look like real autodetected nodes: gpu:a100:4(S:0)
         GRES_LINES+="NodeName=$n Name=gpu Type=a100 File=$DIR/dev/$n/nvidia[0-3] Cores=0-$((NCPUS-1))"$'\n'
         GRES_LINES+="NodeName=$n Name=gpu Type=v100 File=$DIR/dev/$n/nvidia[4-7] Cores=0-$((NCPUS-1))"$'\n'

@@ -1,0 +1,188 @@
+"""Issue 18's acceptance on a real Slurm 22.05 with typed GRES: two slurmd, node1 with
+4 a100 and node2 with 4 v100 (``Gres=gpu:a100:4`` / ``gpu:v100:4``, gres.conf ``Type=``;
+see conftest's ``slurm_typed_nodes``). Jobs go through the service's API (``POST
+/jobs``) and the service's passes; what Slurm really ran is read back from Slurm
+(squeue's GRES) and from the job itself (``$SLURMD_NODENAME``, per srun task)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_harness import SlurmCluster
+
+from ilucid.backends.slurm import SlurmBackend
+from ilucid.backends.slurm_parse import parse_jobs
+from ilucid.service.api import build_app
+from ilucid.service.auth import create_token
+from ilucid.service.db import make_engine, migrate
+from ilucid.service.scheduler_service import SchedulerService
+
+pytestmark = pytest.mark.xdist_group("slurm")
+
+#: each task records where it runs, then waits for the test to let it end
+RECORD = (
+    'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES" >> "{out}/$ILUCID_JOB_ID";'
+    ' while [ ! -e "{out}/done" ]; do sleep 0.2; done'
+)
+
+
+class Live:
+    """A service on the real Slurm backend, driven pass by pass through its API."""
+
+    def __init__(self, cluster: SlurmCluster, folder: Path) -> None:
+        self.cluster, self.out = cluster, folder / "out"
+        self.out.mkdir()
+        url = f"sqlite:///{folder / 'ilucid.db'}"
+        migrate(url)
+        self.engine = make_engine(url)
+        self.backend = SlurmBackend(folder / "data", slurm_conf=cluster.conf)
+        self.service = SchedulerService(self.engine, self.backend, policy="fifo")
+        self.client = TestClient(build_app(self.service))
+        token = create_token(self.engine, "root", "ops", True)
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def command(self, tasks_per_node: bool = False) -> list[str]:
+        command = ["sh", "-c", RECORD.format(out=self.out)]
+        return ["srun", "--ntasks-per-node=1", *command] if tasks_per_node else command
+
+    def submit(self, gang: bool = False, **fields: Any) -> str:
+        body = {"command": self.command(gang), **fields}
+        response = self.client.post("/jobs", json=body, headers=self.headers)
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])
+
+    def state(self, job_id: str) -> str:
+        return str(self.client.get(f"/jobs/{job_id}", headers=self.headers).json()["state"])
+
+    def until_running(self, job_id: str, timeout: float = 60) -> tuple[tuple[str, int], ...]:
+        """The job's parts as Slurm reports them once it runs there."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.service.reconcile()
+            seen = self.backend.observe().jobs.get(job_id)
+            if self.state(job_id) == "running" and seen is not None and seen.parts:
+                return seen.parts
+            time.sleep(0.3)
+        raise AssertionError(f"{job_id} never ran: {self.state(job_id)}, {self.explain(job_id)}")
+
+    def passes(self, count: int) -> None:
+        for _ in range(count):
+            self.service.reconcile()
+            time.sleep(0.2)
+
+    def explain(self, job_id: str) -> str:
+        return str(self.client.get(f"/jobs/{job_id}/explain", headers=self.headers).json())
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        shown = self.client.get("/nodes", headers=self.headers).json()
+        return {node["name"]: node for node in shown}
+
+    def slurm_gres(self, job_id: str) -> tuple[str, tuple[tuple[str | None, int], ...]]:
+        """Slurm's own record of the job: its node list and (GPU type, count) per node."""
+        tag = f"{self.backend.prefix}{job_id}"
+        jobs = parse_jobs(json.loads(self.cluster.squeue()))
+        [job] = [j for j in jobs if j.name == tag and j.state == "RUNNING"]
+        return job.nodes, tuple((gpu_type, len(indices)) for gpu_type, indices in job.gres)
+
+    def ran_on(self, job_id: str, tasks: int = 1) -> list[str]:
+        """Where the job's tasks say they run ($SLURMD_NODENAME), once all have said."""
+        path = self.out / job_id
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = path.read_text().splitlines() if path.exists() else []
+            if len(lines) >= tasks:
+                return sorted(line.split()[0] for line in lines)
+            time.sleep(0.2)
+        raise AssertionError(f"{job_id}: its tasks never said where they run")
+
+    def close(self) -> None:
+        (self.out / "done").touch()
+        for job_id in list(self.service.scheduler.jobs):
+            self.service.cancel(job_id)
+        self.passes(2)
+        ours = [
+            str(j.job_id)
+            for j in parse_jobs(json.loads(self.cluster.squeue()))
+            if j.name.startswith(self.backend.prefix) and j.state in ("PENDING", "RUNNING")
+        ]
+        if ours:
+            subprocess.run(["scancel", *ours], env=self.cluster.env(), check=False)
+        self.engine.dispose()
+
+
+@pytest.fixture
+def live(slurm_typed_nodes: SlurmCluster, tmp_path: Path) -> Iterator[Live]:
+    made = Live(slurm_typed_nodes, tmp_path)
+    yield made
+    made.close()
+
+
+def scontrol(cluster: SlurmCluster, *args: str) -> None:
+    subprocess.run(["scontrol", *args], env=cluster.env(), check=True, capture_output=True)
+
+
+def test_the_cluster_is_two_typed_nodes(live: Live) -> None:
+    shown = live.nodes()
+    assert {name: (n["gpus"], n["gpu_type"]) for name, n in shown.items()} == {
+        "node1": (4, "a100"),
+        "node2": (4, "v100"),
+    }
+
+
+def test_a_job_asking_a100_lands_on_the_a100_nodes_gpus(live: Live) -> None:
+    v100 = live.submit(gpus=2, gpu_type="v100")  # first, so fifo would take node1 for it
+    a100 = live.submit(gpus=2, gpu_type="a100")
+    assert live.until_running(v100) == (("node2", 2),)
+    assert live.until_running(a100) == (("node1", 2),)
+    # Slurm itself gave the job typed GRES on the node: gpu:a100:2 on node1
+    assert live.slurm_gres(a100) == ("node1", (("a100", 2),))
+    assert live.slurm_gres(v100) == ("node2", (("v100", 2),))
+    assert live.ran_on(a100) == ["node1"] and live.ran_on(v100) == ["node2"]
+    # 4 GPUs are free (2 a100, 2 v100) but only 2 of the type asked: it waits for a100
+    more = live.submit(gpus=3, gpu_type="a100")
+    live.passes(5)
+    assert live.state(more) == "pending"
+    assert "a100" in live.explain(more).lower(), live.explain(more)
+
+
+def test_a_gang_of_2_nodes_x_4_gpus_gets_both_nodes(live: Live) -> None:
+    gang = live.submit(gang=True, gpus=8, nodes=2, gpus_per_node=4)
+    assert sorted(live.until_running(gang)) == [("node1", 4), ("node2", 4)]
+    nodes, gres = live.slurm_gres(gang)
+    assert nodes == "node[1-2]" and sorted(gres) == [("a100", 4), ("v100", 4)]
+    assert live.ran_on(gang, tasks=2) == ["node1", "node2"]  # a task on each node
+    assert all(node["free_gpus"] == 0 for node in live.nodes().values())
+
+
+def test_drain_takes_the_node_out_of_placement_and_resume_brings_it_back(live: Live) -> None:
+    busy = live.submit(gpus=3, gpu_type="a100")  # node1 keeps 1 GPU free, node2 all 4
+    assert live.until_running(busy) == (("node1", 3),)
+    assert live.nodes()["node2"]["excluded"] is None
+    scontrol(live.cluster, "update", "nodename=node2", "state=drain", "reason=fan failure")
+    try:
+        live.passes(1)  # the very next pass
+        shown = live.nodes()
+        assert shown["node2"]["excluded"] == "drained: fan failure"
+        assert shown["node1"]["excluded"] is None
+        two = live.submit(gpus=2)  # would fit only on node2's 4 free GPUs
+        v100 = live.submit(gpus=1, gpu_type="v100")  # only node2 has v100
+        live.passes(5)
+        for job_id in (two, v100):  # not placed by the core, not only held by Slurm
+            assert live.state(job_id) == "pending"
+            assert live.service.scheduler.jobs[job_id].status.value == "pending"
+        assert live.nodes()["node2"]["free_gpus"] == 4
+    finally:
+        scontrol(live.cluster, "update", "nodename=node2", "state=resume")
+    assert live.until_running(two) == (("node2", 2),)
+    assert live.until_running(v100) == (("node2", 1),)
+    assert live.nodes()["node2"]["excluded"] is None
