@@ -126,13 +126,21 @@ class SubmitBody(BaseModel):
         return value
 
 
-def json_safe(value: Any) -> Any:
+#: nesting shown of a refused value; deeper parts read "..." (a body nested thousands
+#: deep must not exhaust the stack while it is being refused)
+MAX_SHOWN_DEPTH = 8
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
     """A validation error's details with every value JSON can carry (NaN, inf and
-    surrogates are shown as text), so refusing bad input never fails itself."""
+    surrogates are shown as text, nesting past :data:`MAX_SHOWN_DEPTH` as "..."), so
+    refusing bad input never fails itself."""
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_SHOWN_DEPTH:
+        return "..."
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, depth + 1) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
     if isinstance(value, str):
@@ -232,8 +240,10 @@ def validation_answer(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
     kept = []
     for error in errors:
         entry = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
-        if "input" in error and len(repr(error["input"])) <= 200:
-            entry["input"] = error["input"]
+        if "input" in error:
+            shown = json_safe(error["input"])
+            if len(json.dumps(shown, ensure_ascii=False)) <= 200:
+                entry["input"] = shown
         kept.append(json_safe(entry))
     body = {"detail": validation_sentence(errors), "errors": kept}
     return JSONResponse(body, status_code=422)
