@@ -115,7 +115,11 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
     deadline = time.monotonic() + 180
     jobs: list[dict[str, str]] = []
     while time.monotonic() < deadline:
-        listing = run_ilucid("jobs", env=env).stdout.splitlines()[1:]
+        listing = [  # below the header, without the table's rule line
+            line
+            for line in run_ilucid("jobs", env=env).stdout.splitlines()[1:]
+            if line.strip().strip("-")
+        ]
         jobs = [
             dict(zip(("id", "user", "class", "gpus", "state"), line.split()[:5], strict=True))
             for line in listing
@@ -162,10 +166,8 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
                     select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
                 )
             ]
-            # line 0: why, line 1: the estimate, then the decisions
-            served = [
-                line.split(": ", 1)[1]
-                for line in run_ilucid("explain", job_id, env=env).stdout.splitlines()[2:]
-            ]
+            # line 0: why, line 1: the estimate, then the decisions, then the story
+            explained = run_ilucid("explain", job_id, env=env).stdout.split("\n  story:")[0]
+            served = [line.split(": ", 1)[1] for line in explained.splitlines()[2:]]
             assert served == stored and stored, job_id
     engine.dispose()

@@ -92,3 +92,21 @@ def test_a_changed_cluster_rebuilds_the_core_and_keeps_running_jobs(tmp_path: Pa
     assert len(starts) == 1  # re-adopted, not launched again
     service.cancel(running)
     engine.dispose()
+
+
+def test_a_cluster_that_shrank_below_a_pending_job_keeps_it(tmp_path: Path) -> None:
+    """A restart on a smaller cluster (nodes gone) finds a pending job larger than
+    every GPU left: the service starts, the job stays pending (accepted jobs are never
+    lost) and can still be cancelled."""
+    url = f"sqlite:///{tmp_path / 'ilucid.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    big = LocalBackend(tmp_path / "big", GpuInventory(4, "v100", 16.0, "virtual"))
+    job = SchedulerService(engine, big, policy="fifo").submit(JobRequest(["sleep", "1"], gpus=4))
+    small = DrainableHost(tmp_path / "small")  # 2 GPUs now
+    service = SchedulerService(engine, small, policy="fifo")
+    service.reconcile()
+    assert job not in service.scheduler.jobs
+    assert service.story(job)[-1].to_state == "pending"
+    assert service.cancel(job) == "cancelled"
+    engine.dispose()

@@ -169,7 +169,14 @@ class Reconciler:
         if row.state == RUNNING:  # cannot be re-adopted: requeue it cleanly
             self.store.move(session, row, PENDING, Stimulus.RESTART, "not running after a restart")
             row.gpu_indices = ""
-        self.scheduler.submit(spec_of(row), row.submit_time)
+        try:
+            self.scheduler.submit(spec_of(row), row.submit_time)
+        except ValueError as exc:  # the cluster shrank below it: kept, never lost
+            print(
+                f"ilucid serve: {row.id} stays pending outside the queue until the cluster"
+                f" can hold it: {exc}",
+                flush=True,
+            )
 
     def _adopt(
         self,

@@ -192,7 +192,8 @@ class SchedulerService:
                 return "stopping"
             if canceller is not None:
                 canceller.cancel(job_id)  # a queued copy in the backend (Slurm) goes too
-            self.scheduler.withdraw(job_id, now)
+            if job_id in self.scheduler.jobs:  # one too large for the cluster is not
+                self.scheduler.withdraw(job_id, now)
             self.store.move(session, row, CANCELLED, Stimulus.CANCEL, "cancelled while pending")
             row.end_time = now
             session.commit()
