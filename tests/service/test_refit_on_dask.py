@@ -143,3 +143,32 @@ def test_a_refit_runs_on_a_dask_worker_and_survives_losing_it(
     finally:
         keeper.close()
         engine.dispose()
+
+
+def test_closing_ends_a_local_refit_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve`` stopping (SIGINT, SIGTERM) closes the keeper: a refit held in its
+    worker process is abandoned at once instead of holding the service's exit."""
+    gate = tmp_path / "gate"
+    monkeypatch.setenv(GATE_ENV, str(gate))  # the spawned worker inherits it
+    url = _history(tmp_path)
+    engine = make_engine(url)
+    models = tmp_path / "models"
+    models.mkdir()
+    keeper = DurationKeeper(model_dir=models, min_jobs=20)
+    keeper.start(engine)
+    gate.touch()
+    assert keeper.refit()["status"] == "started"
+    _wait_for(Path(f"{gate}.reached"), 120)
+    began = time.monotonic()
+    keeper.close()
+    import multiprocessing
+
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not multiprocessing.active_children(), "the refit worker outlived close()"
+    assert time.monotonic() - began < 10
+    assert not (models / "duration-v1.pkl").exists()  # abandoned, never half-written
+    engine.dispose()

@@ -354,5 +354,11 @@ class DurationKeeper:
             client, self._client = self._client, None
         if client is not None:  # a Dask executor: closing the client cancels its tasks
             client.close()
-        elif pool is not None:
+        elif isinstance(pool, ProcessPoolExecutor):
+            # a refit under way would hold the service's exit until it is done (the
+            # executor joins its worker at exit): end the worker now. Python 3.11 has
+            # no public call for it (3.14's terminate_workers), hence ``_processes``.
+            workers = list(pool._processes.values()) if pool._processes else []
             pool.shutdown(wait=False, cancel_futures=True)
+            for worker in workers:
+                worker.terminate()
