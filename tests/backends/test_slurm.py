@@ -310,7 +310,9 @@ def test_injection_is_refused_with_the_field_named(
 def test_fail_open_hands_held_jobs_to_slurm_when_ilucid_is_gone(
     server: Server, slurm_cluster: SlurmCluster
 ) -> None:
-    jobs = [submit_job(server, 4, seconds=1) for _ in range(4)]  # 16 GPUs asked of 8
+    # 16 GPUs asked of 8, each job long enough that the last two are still held when
+    # ilucid is killed however slowly the CLI submits on a loaded machine
+    jobs = [submit_job(server, 4, seconds=15) for _ in range(4)]
     server.kill()
     held = [j for j in jobs if not (server.out / j).exists()]
     assert held, "every job started before ilucid was killed"
@@ -334,10 +336,14 @@ def test_fail_open_hands_held_jobs_to_slurm_when_ilucid_is_gone(
         env=server.env,
     )
     assert done.returncode == 0 and "released" in done.stdout, done.stderr
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not all((server.out / j).exists() for j in jobs):
         time.sleep(0.5)
     assert all(len(runs(server.out, j)) == 1 for j in jobs), "Slurm ran every held job once"
+    while time.monotonic() < deadline and not all(
+        "end" in (server.out / j).read_text() for j in jobs
+    ):  # leave the cluster idle for the next test
+        time.sleep(0.5)
 
 
 def test_placement_across_two_slurmd_nodes(slurm_two_nodes: SlurmCluster, tmp_path: Path) -> None:
