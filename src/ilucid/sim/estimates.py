@@ -53,6 +53,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import operator
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -67,7 +68,14 @@ from ilucid.estimators.live import (
     fit_duration_model,
 )
 
-__all__ = ["NO_HISTORY_S", "REFIT_EBM", "REFIT_WINDOW", "WalkForwardEstimates", "refit_model"]
+__all__ = [
+    "NO_HISTORY_S",
+    "REFIT_EBM",
+    "REFIT_WINDOW",
+    "WalkForwardEstimates",
+    "refit_model",
+    "with_estimate",
+]
 
 WEEK = 7 * 86400.0
 #: finished jobs a refit learns from (the most recent ones)
@@ -84,6 +92,21 @@ REFIT_EBM: dict[str, int] = {
 NO_HISTORY_S = 3600.0
 
 Fit = Callable[[list[FeatureRow], list[float]], EbmDuration]
+
+# JobSpec's fields in constructor order: a job's copy with its estimate is built from
+# one attrgetter call, twice as fast as dataclasses.replace (once per arrival)
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(JobSpec))
+if not all(f.init and not f.kw_only for f in dataclasses.fields(JobSpec)):
+    raise TypeError("JobSpec's fields must all be positional __init__ arguments")
+_SPEC_VALUES = operator.attrgetter(*_SPEC_FIELDS)
+_ESTIMATE_AT = _SPEC_FIELDS.index("estimate")
+
+
+def with_estimate(spec: JobSpec, seconds: float) -> JobSpec:
+    """``dataclasses.replace(spec, estimate=seconds)``, faster."""
+    values = list(_SPEC_VALUES(spec))
+    values[_ESTIMATE_AT] = seconds
+    return JobSpec(*values)
 
 
 def refit_model(rows: list[FeatureRow], durations: list[float]) -> EbmDuration:
@@ -190,7 +213,7 @@ class WalkForwardEstimates:
             self._single[spec.id] = single
             self.model_of[spec.id] = self.live.version if single.version.startswith("v") else 0
             seconds = single.seconds
-        return dataclasses.replace(spec, estimate=NO_HISTORY_S if seconds is None else seconds)
+        return with_estimate(spec, NO_HISTORY_S if seconds is None else seconds)
 
     def training_rows(self) -> tuple[list[FeatureRow], list[float]]:
         """The next refit's rows and durations: the last ``max_train`` finished jobs,
