@@ -11,6 +11,7 @@ import pytest
 from ilucid.core import Cluster, JobSpec, Scheduler, make_policy
 from ilucid.core.expected_start import FreeProfile, project_starts
 from ilucid.estimators.duration import EbmDuration
+from ilucid.estimators.features import DURATION_FEATURES, FeatureRow
 from ilucid.sim.estimates import REFIT_EBM, REFIT_WINDOW, WalkForwardEstimates, refit_model
 
 
@@ -75,3 +76,18 @@ def test_expected_starts_skips_a_job_beyond_the_limit() -> None:
     }
     assert scheduler.expected_starts(10, until="q3", limit=3) == {}
     assert project_starts(FreeProfile.from_running(10.0, 4, [(100.0, 4)]), [], None) == {}
+
+
+def test_refits_bin_pair_terms_coarsely() -> None:
+    """The pairs' bins reach the EBM (64 x 64 cells made the pairs half of a refit)."""
+    rng = random.Random(3)
+    blank: FeatureRow = {name: 0.0 for name in DURATION_FEATURES}
+    rows: list[FeatureRow] = [
+        {**blank, "num_gpus": float(rng.choice([1, 2, 4, 8])), "hour": float(rng.randint(0, 23))}
+        for _ in range(200)
+    ]
+    durations = [60.0 * float(r["num_gpus"]) * (1 + float(r["hour"])) for r in rows]
+    model = refit_model(rows, durations)
+    assert REFIT_EBM["max_interaction_bins"] < 64
+    assert model.model.max_interaction_bins == REFIT_EBM["max_interaction_bins"]
+    assert len(model.predict(rows[:3])) == 3

@@ -141,6 +141,7 @@ class EbmDuration(_Saved):
         n_jobs: int = 2,
         max_rounds: int = 1000,
         smoothing_rounds: int = 500,
+        max_interaction_bins: int = 64,
     ) -> None:
         self.interactions = interactions
         self.n_jobs = n_jobs  # 1 in a live service's refit worker: it must not crowd the loop
@@ -150,6 +151,8 @@ class EbmDuration(_Saved):
         # smooths the shapes); fewer keep in-replay refits cheap (ilucid.sim.estimates)
         self.max_rounds = max_rounds
         self.smoothing_rounds = smoothing_rounds
+        # bins per feature of a pair term: a pair's cost grows with their square
+        self.max_interaction_bins = max_interaction_bins
         self.columns: list[str] = []
         self.model: Any = None
 
@@ -162,6 +165,7 @@ class EbmDuration(_Saved):
             outer_bags=self.outer_bags,
             max_rounds=self.max_rounds,
             smoothing_rounds=self.smoothing_rounds,
+            max_interaction_bins=self.max_interaction_bins,
             random_state=self.seed,
             n_jobs=self.n_jobs,
         )

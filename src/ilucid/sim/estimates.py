@@ -21,7 +21,8 @@ a 100,000-job replay fast.)
 Refits are bounded: each learns from the ``max_train`` most recently finished
 jobs (a sliding window, :data:`REFIT_WINDOW`) with a lighter EBM than
 ``ilucid model train`` fits (:data:`REFIT_EBM`: one outer bag, fewer boosting
-rounds), so a refit costs about the same late in a long trace as early on.
+rounds, coarser pairs), so a refit costs about the same late in a long trace
+as early on.
 Measured with fifo (which ignores estimates, so every setting sees the same
 history), median absolute percentage error of the estimates jobs got at
 submission over the whole trace, and the seconds spent fitting (2 busy cores):
@@ -38,6 +39,25 @@ itp-04  0.643 (9 refits, 74 s)           0.601 (24 s)
 Other settings tried on Philly: the last 5k jobs gave 0.976 but qssf's mean
 JCT rose from 209k to 357k s (10k: 217k, 20k: 217k); no pairs (10k, 500
 rounds) 0.989, and 0.811 on itp-03.
+
+Pair terms are binned 16 x 16 (``max_interaction_bins``; the EBM's 64 x 64 made
+the three pairs half of a refit): a refit costs about 0.3 s instead of 0.5-0.6 s
+on 10k Philly jobs. Under the default profile, estimates at submission over the
+whole trace (median APE, mean absolute error) and mean JCT, 64 -> 16 bins:
+
+======  ===============  =================  =========================
+trace   median APE       MAE s              mean JCT s
+======  ===============  =================  =========================
+philly  0.962 -> 0.960   168,104 -> 168,084  40,102 -> 40,151 (+0.1%)
+itp-01  0.669 -> 0.671   9,676 -> 9,958      21,578 -> 21,591 (+0.1%)
+itp-02  0.800 -> 0.841   20,665 -> 21,962    28,140 -> 27,902 (-0.8%)
+itp-03  0.777 -> 0.759   21,859 -> 21,378    39,990 -> 40,191 (+0.5%)
+itp-04  0.713 -> 0.662   16,717 -> 16,510    20,752 -> 20,746 (-0.0%)
+itp-05  0.601 -> 0.691   8,915 -> 7,715      65,379 -> 65,485 (+0.2%)
+======  ===============  =================  =========================
+
+As fast but worse somewhere: no pairs (itp-02 +1.0%), 150 rounds (itp-05
++4.0%); 32 x 32 bins, slower, itp-05 +1.1%.
 
 Since the replay uses the service's component, a refit's rows are in
 ``training_set``'s order (submission time) rather than end order. Nothing
@@ -86,6 +106,7 @@ REFIT_EBM: dict[str, int] = {
     "outer_bags": 1,
     "max_rounds": 300,
     "smoothing_rounds": 100,
+    "max_interaction_bins": 16,
     "n_jobs": 1,  # one bag: nothing to share between processes, and no pool to start
 }
 #: the estimate a replay gives when no job has finished yet (the service gives none)
