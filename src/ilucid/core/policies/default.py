@@ -336,12 +336,12 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
 
     # -- timing ------------------------------------------------------------------
     def _next_due(self) -> float | None:
-        due = self._due
+        due, jobs = self._due, self._jobs
         while due:
-            _, seq, since = due[0]
-            job = self._jobs.get(seq)
-            if job is not None and job.status is JobStatus.PENDING and job.since == since:
-                return due[0][0]
+            top = due[0]
+            job = jobs.get(top[1])
+            if job is not None and job.status is JobStatus.PENDING and job.since == top[2]:
+                return top[0]
             heapq.heappop(due)
         return None
 
