@@ -179,7 +179,7 @@ def test_ten_jobs_run_in_ilucids_order_on_its_gpus_and_inference_requeues_traini
     sizes = (4, 2, 2, 1, 3, 4, 2, 1, 1)
     # long enough that all 8 GPUs are still busy when the inference job comes, even on
     # a loaded machine: only then must it preempt (a free GPU anywhere is taken first)
-    training = [submit_job(server, gpus, seconds=20) for gpus in sizes]
+    training = [submit_job(server, gpus, seconds=30) for gpus in sizes]
     # while most wait, ilucid's explanation carries Slurm's own reason
     time.sleep(1.0)
     shown = []
