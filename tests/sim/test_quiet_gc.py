@@ -31,6 +31,14 @@ def test_a_replay_raises_the_threshold_and_restores_it() -> None:
     assert gc.get_freeze_count() == 0
 
 
+def test_what_a_replay_leaves_goes_to_the_oldest_generation_unscanned() -> None:
+    with few_collections():
+        left: list[list[int]] = [[i] for i in range(1000)]
+    oldest = gc.get_objects(generation=2)
+    assert any(o is left for o in oldest)
+    assert not any(o is left for o in gc.get_objects(generation=0))
+
+
 def test_objects_frozen_by_someone_else_stay_frozen() -> None:
     theirs: list[int] = [1]
     gc.freeze()

@@ -27,8 +27,8 @@ def few_collections() -> Iterator[None]:
     of its CPU time in the collector. Its objects are freed by reference
     counting and cycles are rare, so the young generation is collected every
     50,000 allocations instead of 700, and what existed before the replay is
-    frozen (never rescanned) until it ends. Nothing a replay decides depends
-    on it. Replays in threads share one setting: the first sets it, the last
+    frozen (never rescanned) until it ends, when it and what the replay left
+    join the oldest generation. Nothing a replay decides depends on it. Replays in threads share one setting: the first sets it, the last
     restores it; objects frozen by someone else stay frozen."""
     global _gc_replays, _gc_saved
     with _gc_lock:
@@ -46,6 +46,10 @@ def few_collections() -> Iterator[None]:
             _gc_replays -= 1
             if _gc_replays == 0:
                 thresholds, froze = _gc_saved
-                gc.set_threshold(*thresholds)
                 if froze:
+                    # what the replay left goes to the oldest generation unscanned: with
+                    # the default thresholds back, the young ones (up to a million objects
+                    # on Philly) would be scanned at the next allocation (0.25 s)
+                    gc.freeze()
                     gc.unfreeze()
+                gc.set_threshold(*thresholds)
