@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         profile(args.nodes[0], args.pending[0], args.seed, args.top)
         return 0
     print(
-        f"default profile ({DEFAULT_PROFILE}, live build), Scheduler.schedule(now);"
+        f"default profile ({DEFAULT_PROFILE}, live build), Scheduler.schedule(now), ms;"
         f" {GPUS_PER_NODE} GPUs a node; churn: every {INTERVAL_S:g} s 1% of running jobs"
         f" end and as many arrive; {args.passes} churn passes (at most {args.budget_s:g} s"
         f" of them) per cell; {time.strftime('%Y-%m-%d')}",

@@ -22,7 +22,10 @@ owning the jobs whose id hashes to it, all seeing the whole cluster (see
 Each mode runs with the default profile unchanged in every scheduler (its
 re-plan hands out the whole cluster's GPUs to its own jobs), and with
 ``+reach`` (:class:`ilucid.sim.sharded.ReachableDefault`: it re-plans within
-the free GPUs and its own jobs'); ``--capacity`` picks one.
+the free GPUs and its own jobs'); ``--capacity`` picks one (``reachable`` by
+default). On two shared cores the default run takes about an hour on Philly,
+most of it N = 8; the unchanged profile's N = 4 runs take about 20 minutes
+each (docs/scaling.md says why).
 
 Printed per run: passes in which some scheduler claimed GPUs, claims,
 conflicts (refused claims), the conflict rate, the share of such passes with a
@@ -133,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--capacity",
         choices=("cluster", "reachable", "both"),
-        default="both",
+        default="reachable",
         help="each scheduler re-plans over the whole cluster (the profile unchanged),"
-        " over the GPUs it can reach (free + its own), or both (default)",
+        " over the GPUs it can reach (free + its own; the default), or both",
     )
     args = parser.parse_args(argv)
     if trace_dir() is None:
