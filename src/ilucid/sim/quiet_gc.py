@@ -28,8 +28,9 @@ def few_collections() -> Iterator[None]:
     counting and cycles are rare, so the young generation is collected every
     50,000 allocations instead of 700, and what existed before the replay is
     frozen (never rescanned) until it ends, when it and what the replay left
-    join the oldest generation. Nothing a replay decides depends on it. Replays in threads share one setting: the first sets it, the last
-    restores it; objects frozen by someone else stay frozen."""
+    join the oldest generation. Nothing a replay decides depends on it. Replays
+    in threads share one setting: the first sets it, the last restores it;
+    objects frozen by someone else stay frozen."""
     global _gc_replays, _gc_saved
     with _gc_lock:
         if _gc_replays == 0:
