@@ -47,13 +47,6 @@ class JobRequest:
     cpus: float | None = None
     memory_gb: float | None = None
 
-    @property
-    def shape(self) -> tuple[int, ...] | None:
-        """The gang's per-node split, when the request gave one."""
-        if self.nodes is None or self.gpus_per_node is None:
-            return None
-        return (self.gpus_per_node,) * self.nodes
-
 
 @dataclass(frozen=True, slots=True)
 class StoryLine:
