@@ -35,10 +35,11 @@ def test_a_drained_node_is_excluded_with_slurms_reason_and_resuming_brings_it_ba
     scontrol(slurm_two_nodes, "update", "nodename=node2", "state=drain", "reason=disk swap")
     try:
         seen = backend.observe()  # the very next pass
-        assert backend.excluded_nodes() == {
-            "node2/a100": "drained: disk swap",
-            "node2/v100": "drained: disk swap",
-        }
+        # "draining" while a job of an earlier test on this shared cluster still ends there
+        excluded = backend.excluded_nodes()
+        assert set(excluded) == {"node2/a100", "node2/v100"}, excluded
+        assert set(excluded.values()) <= {"drained: disk swap", "draining: disk swap"}, excluded
+        assert len(set(excluded.values())) == 1, excluded
         # still in the cluster: jobs there stay accounted where they run
         assert seen.cluster == before
     finally:
