@@ -102,3 +102,12 @@ def test_help_runs(command: str, capsys: pytest.CaptureFixture[str]) -> None:
         build_parser().parse_args([command, "--help"])
     assert done.value.code == 0
     assert "default:" in capsys.readouterr().out
+
+
+def test_every_help_page_formats() -> None:
+    """``ilucid --help`` and each command's help render (a bare % in a help string once
+    made ``ilucid --help`` itself crash)."""
+    root = build_parser()
+    assert "sweep" in root.format_help()
+    for name, parser in _parsers(root):
+        assert parser.format_help(), name

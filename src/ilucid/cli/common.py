@@ -88,7 +88,7 @@ def add_commands(sub: Any, commands: Iterable[Command]) -> None:
     for command in commands:
         parser = sub.add_parser(
             command.name,
-            help=command.help,
+            help=command.help.replace("%", "%%"),  # argparse %-formats a command's help
             description=command.description or command.help,
             formatter_class=DefaultsFormatter,
         )
