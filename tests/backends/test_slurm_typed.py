@@ -186,3 +186,15 @@ def test_drain_takes_the_node_out_of_placement_and_resume_brings_it_back(live: L
     assert live.until_running(two) == (("node2", 2),)
     assert live.until_running(v100) == (("node2", 1),)
     assert live.nodes()["node2"]["excluded"] is None
+
+
+def test_a_share_of_one_gpu_is_refused_naming_the_field(live: Live) -> None:
+    """Slurm hands out whole GPUs here (no shards configured): a fraction is refused at
+    submission rather than queued forever."""
+    body = {"command": live.command(), "gpus": 1, "gpu_milli": 500}
+    response = live.client.post("/jobs", json=body, headers=live.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        "gpu_milli: the slurm backend gives jobs whole GPUs only"
+        " (leave gpu_milli out to ask for one whole GPU)"
+    )

@@ -12,7 +12,7 @@ from ilucid.sim.estimates import with_estimate
 SAMPLE = JobSpec(
     "j1",
     12.5,
-    4,
+    1,  # a share of one GPU (gpu_milli) is one GPU
     3600.0,
     job_class=JobClass.INFERENCE,
     tenant="vision",
@@ -21,7 +21,7 @@ SAMPLE = JobSpec(
     gpu_memory_gb=40.0,
     gpu_milli=500,
     priority=3,
-    shape=(2, 2),
+    shape=(1,),
     estimate=1800.0,
     checkpoint_s=600.0,
     preferred_gpu_types=("a100", "v100"),

@@ -32,6 +32,7 @@ __all__ = [
     "PublishesReasons",
     "QueuesJobs",
     "ReportsExcludedNodes",
+    "SharesGpus",
 ]
 
 
@@ -199,6 +200,25 @@ class ReportsExcludedNodes(Protocol):
         ...
 
 
+@runtime_checkable
+class SharesGpus(Protocol):
+    def start_shared(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        node: str,
+        milli: int,
+        on_gpus: Sequence[int] | None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        run_as: str | None = None,
+    ) -> tuple[int, ...] | None:
+        """Launch a job on ``milli`` thousandths of one GPU of ``node``: on ``on_gpus``,
+        the GPU the other jobs of its share run on, or (opening the share, None) on a
+        free GPU there. Returns the GPU indices, or None when they are not free yet."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a backend can do beyond :class:`Backend`, found once when the service starts:
@@ -213,6 +233,7 @@ class Capabilities:
     forgets: ForgetsEndedJobs | None
     processes: ListsProcesses | None
     excludes: ReportsExcludedNodes | None
+    shares: SharesGpus | None
 
     @classmethod
     def of(cls, backend: Backend) -> Capabilities:
@@ -226,6 +247,7 @@ class Capabilities:
             forgets=backend if isinstance(backend, ForgetsEndedJobs) else None,
             processes=backend if isinstance(backend, ListsProcesses) else None,
             excludes=backend if isinstance(backend, ReportsExcludedNodes) else None,
+            shares=backend if isinstance(backend, SharesGpus) else None,
         )
 
     def names(self) -> list[str]:
@@ -240,5 +262,6 @@ class Capabilities:
             "forgets ended jobs": self.forgets,
             "lists processes": self.processes,
             "excluded nodes": self.excludes,
+            "shares GPUs": self.shares,
         }
         return [name for name, capability in present.items() if capability is not None]

@@ -243,12 +243,23 @@ class LocalBackend:
                 (folder / "pid").write_text(f"{pid} {_start_time(pid) or ''}", encoding="utf-8")
                 return
 
-    def _busy_gpus(self) -> set[int]:
-        busy: set[int] = set()
+    def _held(self) -> dict[int, list[int]]:
+        """Running jobs per GPU index, as the milli-GPUs each takes (1000: whole)."""
+        held: dict[int, list[int]] = {}
         for job in self.observe().jobs.values():
             if job.state in (ProcessState.RUNNING, ProcessState.STOPPING):
-                busy.update(job.gpus)
-        return busy
+                milli = int(self._read(job.job_id, "milli") or 1000)
+                for gpu in job.gpus:
+                    held.setdefault(gpu, []).append(milli)
+        return held
+
+    def _already_running(self, job_id: str) -> tuple[int, ...] | None:
+        """The GPUs of this job's live process, if it has one: never start a job twice."""
+        if (self._dir(job_id) / "pid").exists():
+            seen = self._observe_one(job_id)
+            if seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
+                return seen.gpus
+        return None
 
     def start(
         self,
@@ -269,12 +280,10 @@ class LocalBackend:
                     f"job {job_id}: placement {list(placement)} does not fit this host's"
                     f" nodes {list(self._ranges)} or its {gpus} GPUs"
                 )
-        folder = self._dir(job_id)
-        if (folder / "pid").exists():
-            seen = self._observe_one(job_id)
-            if seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
-                return seen.gpus  # already running: never start a job twice
-        busy = self._busy_gpus()
+        running = self._already_running(job_id)
+        if running is not None:
+            return running
+        busy = self._held()
         wanted = placement if placement is not None else [(name, 0) for name in self._ranges]
         chosen_list: list[int] = []
         for name, count in wanted:
@@ -286,13 +295,64 @@ class LocalBackend:
             chosen_list += free[:count]
         if len(chosen_list) < gpus:
             return None
-        chosen = tuple(chosen_list)
+        return self._launch(job_id, command, tuple(chosen_list), env, cwd, run_as)
+
+    def start_shared(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        node: str,
+        milli: int,
+        on_gpus: Sequence[int] | None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        run_as: str | None = None,
+    ) -> tuple[int, ...] | None:
+        """Jobs of one share get the same ``CUDA_VISIBLE_DEVICES``; whatever they run
+        must fit their share of its memory themselves (nothing here enforces it)."""
+        if not command:
+            raise ValueError(f"job {job_id}: empty command")
+        if node not in self._ranges or not 0 < milli < 1000:
+            raise ValueError(f"job {job_id}: no share of {milli} milli-GPUs on node {node!r}")
+        running = self._already_running(job_id)
+        if running is not None:
+            return running
+        held = self._held()
+        if on_gpus is None:  # opening the share: a GPU nobody holds
+            free = [g for g in self._ranges[node] if g not in held]
+            chosen = tuple(free[:1])
+        elif all(
+            g in self._ranges[node]
+            and 1000 not in held.get(g, [])
+            and sum(held.get(g, [])) + milli <= 1000
+            for g in on_gpus
+        ):
+            chosen = tuple(on_gpus)
+        else:
+            chosen = ()
+        if not chosen:
+            return None  # a stopping job still holds it; try again on the next pass
+        return self._launch(job_id, command, chosen, env, cwd, run_as, milli)
+
+    def _launch(
+        self,
+        job_id: str,
+        command: Sequence[str],
+        chosen: tuple[int, ...],
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        run_as: str | None,
+        milli: int = 1000,
+    ) -> tuple[int, ...]:
+        folder = self._dir(job_id)
         account = unix_account(run_as or self.job_user) if self.switches_users else None
         if account is not None and cwd is None:  # its home, or / (nobody has none)
             cwd = account.pw_dir if os.path.isdir(account.pw_dir) else "/"
         folder.mkdir(parents=True, exist_ok=True)
-        for stale in ("exit", "exit.tmp", "pid"):
+        for stale in ("exit", "exit.tmp", "pid", "milli"):
             (folder / stale).unlink(missing_ok=True)
+        if milli < 1000:  # written before ``gpus``: a job listed as running has its share
+            (folder / "milli").write_text(str(milli), encoding="utf-8")
         (folder / "gpus").write_text(",".join(map(str, chosen)), encoding="utf-8")
         full_env = job_environment(os.environ, env, account)
         full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, chosen))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import ScorePart
+from ilucid.core.free_gpus import FULL_GPU as _FULL_GPU
 
 __all__ = [
     "FULL_GPU",
@@ -32,8 +33,8 @@ __all__ = [
     "fragmentation",
 ]
 
-#: Capacity of one GPU in milli-GPUs.
-FULL_GPU = 1000
+#: Capacity of one GPU in milli-GPUs (the main books' unit too).
+FULL_GPU = _FULL_GPU
 
 
 @dataclass(frozen=True, slots=True)

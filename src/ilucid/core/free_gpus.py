@@ -3,6 +3,10 @@
 Nodes are bucketed by their number of free GPUs (per GPU type), so best-fit
 lookups cost O(GPUs per node) instead of O(nodes): this is what lets one
 scheduling pass over a 1,000-node cluster take microseconds.
+
+A GPU shared by fractional jobs (``gpu_milli`` < 1000) leaves the free count when
+its first job opens it and comes back when its last one ends; in between, the
+books keep its milli-GPUs left under a share label on its node.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from collections.abc import Iterable
 
 from ilucid.core.model import Cluster, Placement
 
-__all__ = ["MAIN_POOL", "UNAVAILABLE_POOL", "FreeGpus"]
+__all__ = ["FULL_GPU", "MAIN_POOL", "UNAVAILABLE_POOL", "FreeGpus"]
+
+#: One GPU in milli-GPUs.
+FULL_GPU = 1000
 
 #: The pool every node starts in; policies may move nodes to others (e.g. a profiler).
 MAIN_POOL = "main"
@@ -27,6 +34,7 @@ class FreeGpus:
         "_buckets",
         "_fenced",
         "_fragmented",
+        "_shares",
         "_top",
         "capacity",
         "cluster",
@@ -51,6 +59,7 @@ class FreeGpus:
         self.pool_of: list[str] = [n.labels.get("pool", MAIN_POOL) for n in cluster.nodes]
         self.pool_free: dict[str, int] = {MAIN_POOL: 0}
         self._fenced: dict[int, str] = {}  # unavailable node -> the pool it returns to
+        self._shares: dict[int, dict[int, int]] = {}  # node -> {share: milli-GPUs left}
         self._buckets: dict[tuple[str, str], list[set[int]]] = {}
         for index, node in enumerate(cluster.nodes):
             pool = self.pool_of[index]
@@ -107,6 +116,9 @@ class FreeGpus:
     # -- updates ---------------------------------------------------------------
     def take(self, placement: Placement) -> None:
         """Mark the placement's GPUs busy; raises if any node would be over-committed."""
+        if placement.share is not None:
+            self._join_share(placement)
+            return
         taken = 0
         for index, count in placement.parts:
             taken += count
@@ -120,6 +132,9 @@ class FreeGpus:
         self.free_total -= taken
 
     def give_back(self, placement: Placement) -> None:
+        if placement.share is not None:
+            self._leave_share(placement)
+            return
         returned = 0
         for index, count in placement.parts:
             returned += count
@@ -130,6 +145,45 @@ class FreeGpus:
         for index, count in placement.parts:
             self._move(index, self.free[index] + count)
         self.free_total += returned
+
+    def _join_share(self, placement: Placement) -> None:
+        """A fraction of one GPU: join its share, or open it on a whole free GPU."""
+        assert placement.share is not None
+        ((index, _),) = placement.parts
+        left = self._shares.get(index, {}).get(placement.share)
+        name = self.cluster.nodes[index].name
+        if left is None and self.free[index] < 1:
+            raise ValueError(f"node {name} has no free GPU to share")
+        if placement.milli > (FULL_GPU if left is None else left):
+            raise ValueError(
+                f"node {name}: shared GPU {placement.share} has {left} milli-GPUs left,"
+                f" cannot take {placement.milli}"
+            )
+        if left is None:
+            self._move(index, self.free[index] - 1)
+            self.free_total -= 1
+            left = FULL_GPU
+        self._shares.setdefault(index, {})[placement.share] = left - placement.milli
+
+    def _leave_share(self, placement: Placement) -> None:
+        assert placement.share is not None
+        ((index, _),) = placement.parts
+        shares = self._shares.get(index, {})
+        left = shares.get(placement.share)
+        if left is None or left + placement.milli > FULL_GPU:
+            raise ValueError(
+                f"node {self.cluster.nodes[index].name}: shared GPU {placement.share}"
+                f" does not hold {placement.milli} milli-GPUs"
+            )
+        left += placement.milli
+        if left < FULL_GPU:
+            shares[placement.share] = left
+            return
+        del shares[placement.share]  # its last job ended: the GPU is whole again
+        if not shares:
+            del self._shares[index]
+        self._move(index, self.free[index] + 1)
+        self.free_total += 1
 
     def _move(self, index: int, new_free: int) -> None:
         pool = self.pool_of[index]
@@ -182,6 +236,33 @@ class FreeGpus:
                 level |= buckets[k]
             ordered.extend(sorted(level))
         return ordered
+
+    def best_share(
+        self, milli: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> tuple[int, int] | None:
+        """(node, share) of the shared GPU with the fewest milli-GPUs left that still
+        holds ``milli``: fractions consolidate, as whole GPUs do by best fit."""
+        wanted = None if types is None else set(types)
+        nodes = self.cluster.nodes
+        best: tuple[int, int, int] | None = None
+        for index, shares in self._shares.items():
+            if self.pool_of[index] != pool:
+                continue
+            if wanted is not None and nodes[index].gpu_type not in wanted:
+                continue
+            for share, left in shares.items():
+                if left >= milli and (best is None or (left, index, share) < best):
+                    best = (left, index, share)
+        return None if best is None else (best[1], best[2])
+
+    def new_share(self, index: int) -> int:
+        """The label a GPU opened for sharing on node ``index`` gets: the lowest unused."""
+        used = self._shares.get(index, {})
+        return next(s for s in range(len(used) + 1) if s not in used)
+
+    def shares_left(self, index: int) -> dict[int, int]:
+        """Milli-GPUs left on each shared GPU of node ``index``."""
+        return dict(self._shares.get(index, {}))
 
     def fragmented_free(self) -> int:
         """Free GPUs stranded on partly busy nodes (unusable by a whole-node job)."""

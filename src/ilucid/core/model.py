@@ -74,6 +74,11 @@ class JobSpec:
             raise ValueError(f"job {self.id}: duration must be >= 0, got {self.duration}")
         if not 0 < self.gpu_milli <= 1000:
             raise ValueError(f"job {self.id}: gpu_milli must be in 1..1000, got {self.gpu_milli}")
+        if self.gpu_milli < 1000 and self.num_gpus != 1:
+            raise ValueError(
+                f"job {self.id}: a share of one GPU (gpu_milli {self.gpu_milli}) needs"
+                f" num_gpus = 1, got {self.num_gpus}"
+            )
         if self.shape is not None and sum(self.shape) != self.num_gpus:
             raise ValueError(
                 f"job {self.id}: shape {self.shape} does not add up to {self.num_gpus} GPUs"
@@ -83,6 +88,12 @@ class JobSpec:
     def expected_duration(self) -> float:
         """The estimate, or the default for a job that came without one (never the truth)."""
         return self.estimate if self.estimate is not None else DEFAULT_ESTIMATE_S
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs the job holds, counting a share of one GPU as its fraction (0.5 for 500
+        milli-GPUs): what a cap on a class's GPUs (the training reserve) adds up."""
+        return self.num_gpus if self.gpu_milli == 1000 else self.gpu_milli / 1000
 
     @property
     def gpu_seconds(self) -> float:
@@ -149,9 +160,16 @@ class Cluster:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """GPUs granted to a job: ``(node index, GPU count)`` pairs, one per node used."""
+    """GPUs granted to a job: ``(node index, GPU count)`` pairs, one per node used.
+
+    A fraction of one GPU (``milli`` < 1000) names the shared GPU it joins on its one
+    node by ``share``, a label the free-GPU books hand out, so that the backend can put
+    every job of that share on the same physical GPU.
+    """
 
     parts: tuple[tuple[int, int], ...]
+    share: int | None = None
+    milli: int = 1000
 
     @property
     def num_gpus(self) -> int:

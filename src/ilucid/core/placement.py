@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
-from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
+from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Cluster, JobSpec, Node, Placement
 from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open_to, pool_words
@@ -116,6 +116,8 @@ class ConsolidatingPlacer:
         need = job.num_gpus
         if need == 0:
             return Placement(())
+        if job.gpu_milli < FULL_GPU:
+            return self._place_fraction(job, free, pool)
         if need > free.pool_free.get(pool, 0):
             return None
         types = self._types(job, free)
@@ -125,6 +127,24 @@ class ConsolidatingPlacer:
                 if placement is not None:
                     return placement
         return self._place_on(need, types, free, pool)
+
+    def _place_fraction(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
+        """A share of one GPU: the shared GPU with the least room that holds it (on a
+        preferred type first), else a whole GPU placed by best fit and opened to share."""
+        types = self._types(job, free)
+        tries: list[tuple[str, ...] | None] = [
+            (t,) for t in job.preferred_gpu_types if types is None or t in types
+        ]
+        tries.append(types)
+        for wanted in tries:
+            shared = free.best_share(job.gpu_milli, wanted, pool)
+            if shared is not None:
+                return Placement(((shared[0], 1),), shared[1], job.gpu_milli)
+        for wanted in tries:
+            node = free.best_fit(1, wanted, pool)
+            if node is not None:
+                return Placement(((node, 1),), free.new_share(node), job.gpu_milli)
+        return None
 
     def _place_on(
         self, need: int, types: tuple[str, ...] | None, free: FreeGpus, pool: str
@@ -192,6 +212,7 @@ class ConsolidatingPlacer:
             )
         return (
             *preference,
+            *_share_part(placement, free),
             ScorePart(
                 "consolidation",
                 -float(len(placement.parts)),
@@ -204,6 +225,23 @@ class ConsolidatingPlacer:
                 f"leaves {plural(left, 'GPU')} free there",
             ),
         )
+
+
+def _share_part(placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
+    """For a fraction of one GPU: how full the shared GPU it runs on is (fuller is better:
+    fractions consolidate, leaving whole GPUs for whole-GPU jobs)."""
+    if placement.share is None:
+        return ()
+    ((index, _),) = placement.parts
+    left = free.shares_left(index).get(placement.share, FULL_GPU - placement.milli)
+    return (
+        ScorePart(
+            "gpu-share",
+            float(FULL_GPU - left),
+            f"takes {placement.milli} milli-GPUs of shared GPU {placement.share}"
+            f" ({FULL_GPU - left} of {FULL_GPU} taken there now, {left} left)",
+        ),
+    )
 
 
 def explain_unplaceable(
@@ -260,7 +298,20 @@ def explain_unplaceable(
         return class_split(counts)
 
     code, head = _binding(job, room, sizes, busy, bool(others))
+    if job.gpu_milli < FULL_GPU:
+        head += _shares_full(job, free, usable)
     return Reason(code, head + (f"; other nodes: {tally}" if tally else ""), numbers)
+
+
+def _shares_full(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str:
+    """Why a fraction of one GPU finds no shared GPU to join either."""
+    lefts = [left for i in usable for left in free.shares_left(i).values()]
+    if not lefts:
+        return ""
+    return (
+        f"; and no shared GPU has {job.gpu_milli} milli-GPUs left"
+        f" ({plural(len(lefts), 'shared GPU')}, the most left on one: {max(lefts)})"
+    )
 
 
 def _noun(job: JobSpec, count: int) -> str:
@@ -337,7 +388,8 @@ def why_unplaced(
     GPUs; it is read only when GPUs are short.
     """
     for pool, left in free.pool_free.items():
-        fits = left >= job.num_gpus and pool_open_to(job, pool)
+        room = left >= job.num_gpus or job.gpu_milli < FULL_GPU  # a fraction may join a share
+        fits = room and pool_open_to(job, pool)
         if fits and placer.place(job, free, pool) is not None:
             return None
     return explain_unplaceable(job, free, held=lambda: busy_by_class(running, partners))

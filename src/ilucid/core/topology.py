@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ilucid.core.decision import ScorePart
-from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
+from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.model import JobSpec, Placement
 from ilucid.core.placement import DEFAULT_FILTERS, ConsolidatingPlacer, Filter
 
@@ -35,8 +35,8 @@ class TopologyPlacer(ConsolidatingPlacer):
 
     def place(self, job: JobSpec, free: FreeGpus, pool: str = MAIN_POOL) -> Placement | None:
         need = job.num_gpus
-        if need == 0 or need > free.pool_free.get(pool, 0):
-            return super().place(job, free, pool)
+        if need == 0 or need > free.pool_free.get(pool, 0) or job.gpu_milli < FULL_GPU:
+            return super().place(job, free, pool)  # (a fraction of one GPU stays on one node)
         if (
             need <= free.cluster.max_gpus_per_node
             and free.best_fit(need, self._types(job, free), pool) is not None

@@ -78,14 +78,22 @@ def pool_words(pool: str) -> str:
 
 
 def busy_by_class(jobs: Iterable[JobState], partners: Mapping[str, str]) -> dict[int, Counter[str]]:
-    """GPUs running jobs hold, per node index and job class (a packed pair counted once)."""
+    """GPUs running jobs hold, per node index and job class (a packed pair, a shared GPU
+    counted once)."""
     held: dict[int, Counter[str]] = {}
+    shared: set[tuple[int, int]] = set()
     for job in jobs:
         if job.status is not JobStatus.RUNNING or job.placement is None:
             continue
         partner = partners.get(job.spec.id)
         if partner is not None and partner < job.spec.id:
             continue  # the pair's GPUs are counted with the other job
+        share = job.placement.share
+        if share is not None:  # a GPU shared by fractions: counted with its first job seen
+            where = (job.placement.parts[0][0], share)
+            if where in shared:
+                continue
+            shared.add(where)
         for index, count in job.placement.parts:
             held.setdefault(index, Counter())[job.spec.job_class.value] += count
     return held

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -159,7 +159,7 @@ class Reconciler:
         ended = observed is not None and observed.state is ProcessState.EXITED
         if row.state == RUNNING and (alive or ended):
             assert observed is not None
-            self._adopt(row, observed.parts, node_index, now)
+            self._adopt(row, observed, node_index, now)
             self.readopted.append(row.id)
             if not row.gpu_indices:  # launched, but the crash beat the record
                 row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
@@ -181,7 +181,7 @@ class Reconciler:
     def _adopt(
         self,
         row: JobRow,
-        parts: Sequence[tuple[str, int]],
+        observed: ObservedJob,
         node_index: dict[str, int],
         now: float,
     ) -> None:
@@ -195,8 +195,14 @@ class Reconciler:
         """
         self.scheduler.submit(spec_of(row), row.submit_time)
         candidates: list[Placement] = []
+        parts = observed.parts
         if parts and all(name in node_index for name, _ in parts):
-            candidates.append(Placement(tuple((node_index[name], n) for name, n in parts)))
+            where = tuple((node_index[name], n) for name, n in parts)
+            milli = row.gpu_milli or 1000
+            if milli < 1000 and len(where) == 1 and len(observed.gpus) == 1:
+                # a share of one GPU: the GPU's own index labels its share
+                candidates.append(Placement(where, observed.gpus[0], milli))
+            candidates.append(Placement(where))
         guess = self.scheduler.placer.place(self.scheduler.jobs[row.id].spec, self.scheduler.free)
         if guess is not None:
             candidates.append(guess)
@@ -430,14 +436,21 @@ class Reconciler:
             else None
         )
         try:
-            gpus = self.backend.start(
-                row.id,
-                json.loads(row.command),
-                row.gpus,
-                cwd=row.cwd,
-                placement=placement,
-                run_as=row.run_as,
-            )
+            if (
+                state is not None
+                and state.placement is not None
+                and state.placement.share is not None
+            ):
+                gpus = self._launch_shared(session, row, state.placement)
+            else:
+                gpus = self.backend.start(
+                    row.id,
+                    json.loads(row.command),
+                    row.gpus,
+                    cwd=row.cwd,
+                    placement=placement,
+                    run_as=row.run_as,
+                )
         except BackendUnavailable as exc:  # tried again on the next pass
             print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
             return
@@ -451,6 +464,42 @@ class Reconciler:
             return
         if gpus is not None:
             self.store.launched(session, row, ",".join(map(str, gpus)) or NO_GPUS)
+
+    def _launch_shared(
+        self, session: Session, row: JobRow, placement: Placement
+    ) -> tuple[int, ...] | None:
+        """A share of one GPU goes where the other jobs of its share run. Of jobs that
+        open a share in the same pass, the first by id launches first; the others
+        follow it on the next pass, onto the GPU it got."""
+        sharer = self.capabilities.shares
+        if sharer is None:
+            raise ValueError(f"the {self.backend.name} backend cannot share a GPU between jobs")
+        ((index, _),) = placement.parts
+        peers = [
+            job.spec.id
+            for job in self.scheduler.jobs.values()
+            if job.spec.id != row.id
+            and job.placement is not None
+            and job.placement.share == placement.share
+            and job.placement.parts[0][0] == index
+        ]
+        on_gpus: tuple[int, ...] | None = None
+        for peer in peers:  # (only running jobs keep a placement)
+            peer_row = session.get(JobRow, peer)
+            if peer_row is not None and peer_row.gpu_indices not in ("", NO_GPUS):
+                on_gpus = tuple(int(g) for g in peer_row.gpu_indices.split(","))
+                break
+        if on_gpus is None and peers and min(peers) < row.id:
+            return None  # the share's first job opens it
+        return sharer.start_shared(
+            row.id,
+            json.loads(row.command),
+            self.cluster.nodes[index].name,
+            placement.milli,
+            on_gpus,
+            cwd=row.cwd,
+            run_as=row.run_as,
+        )
 
     def _retry_starts(self, session: Session) -> None:
         """Starts that waited for a stopping job's GPUs (or its own old process) to go."""

@@ -150,6 +150,11 @@ class SchedulerService:
 
     def _check(self, request: JobRequest) -> None:
         check_request(request, self.cluster)
+        if request.gpu_milli < 1000 and self.capabilities.shares is None:
+            raise ServiceError(
+                f"gpu_milli: the {self.backend.name} backend gives jobs whole GPUs only"
+                " (leave gpu_milli out to ask for one whole GPU)"
+            )
         checker = self.capabilities.checks
         if checker is not None:
             try:

@@ -287,6 +287,8 @@ def load_generic(path: Path) -> Trace:
             skipped["uses no GPU"] += 1
             continue
         milli = row.optional_number("gpu_milli", 1)
+        if milli is not None and milli < 1000 and gpus != 1:
+            raise row.error("gpu_milli", f"a share of one GPU needs num_gpus = 1, got {gpus}")
         priority = row.optional_number("priority", None)
         jobs.append(
             JobSpec(

@@ -439,7 +439,8 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
 
         if step.try_start(job, why, MAIN_POOL, limit):
             return True
-        if step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
+        whole = job.spec.gpu_milli == 1000  # (a share of one GPU may join one there)
+        if whole and step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
             return False
         return step.try_start(
             job, lambda: f"{why()} (on a node that also serves inference)", SERVING_POOL, limit

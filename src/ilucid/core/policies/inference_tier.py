@@ -46,7 +46,7 @@ class InferenceTier:
         self.preempts = preempts
         self.preemption_limit = preemption_limit
         self.pending: list[JobState] = []  # oldest first
-        self.used = 0  # GPUs inference holds
+        self.used: float = 0  # GPUs inference holds (a share of one GPU as its fraction)
         self._why = why  # shared with the owning policy: one reason per waiting job
         self._on_node: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements
@@ -61,11 +61,11 @@ class InferenceTier:
 
     def started(self, job: JobState) -> None:
         self.pending.remove(job)
-        self.used += job.spec.num_gpus
+        self.used += job.spec.gpu_share
         self._count(job, +1)
 
     def finished(self, job: JobState) -> None:
-        self.used -= job.spec.num_gpus
+        self.used -= job.spec.gpu_share
         self._count(job, -1)
 
     def requeued(self, job: JobState) -> None:
@@ -111,12 +111,15 @@ class InferenceTier:
             self.settle(step)
         total = step.free.cluster.total_gpus
         limit = self.limit(total)
+        # shares of one GPU add up to fractions: they are held to the unrounded cap
+        cap = float(total) if self.static else (1.0 - self.reserve_training) * total + 1e-9
         for job in list(self.pending):
             gpus = job.spec.num_gpus
-            if self.used + gpus > limit:
+            # (with no reserve, a full cluster is a matter of room: said below)
+            if self.used + job.spec.gpu_share > cap and (self.static or self.reserve_training):
                 self._why[job.seq] = Reason(
                     "TrainingReserve",
-                    f"inference holds {self.used}/{total} GPUs; starting it would"
+                    f"inference holds {self.used:g}/{total} GPUs; starting it would"
                     f" break the {self.reserve_training:.0%} reserve kept for training",
                     {"inference_gpus": float(self.used), "limit": float(limit)},
                 )
@@ -131,10 +134,15 @@ class InferenceTier:
                 continue
             if not self._place(step, job, victims):
                 spared = self._spared(victims())
+                shared = (
+                    f" and no shared GPU with {job.spec.gpu_milli} milli-GPUs left"
+                    if job.spec.gpu_milli < 1000
+                    else ""
+                )
                 self._why[job.seq] = Reason(
                     "NoPreemptible",
-                    "no free GPUs, and preempting training or best-effort jobs frees none"
-                    " that it could use"
+                    f"no free GPUs{shared}, and preempting training or best-effort jobs frees"
+                    " none that it could use"
                     + (
                         f" ({spared} training job(s) spared: preempted"
                         f" {self.preemption_limit} time(s) already)"
@@ -192,7 +200,7 @@ class InferenceTier:
         if chosen is None:
             return False
         total = step.free.cluster.total_gpus
-        held = self.used + job.spec.num_gpus
+        held = f"{self.used + job.spec.gpu_share:g}"
         for victim in chosen:
             step.preempt(
                 victim.job,
