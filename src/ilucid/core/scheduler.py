@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ilucid.core.decision import Action, Decision, Reason
 from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
-from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
+from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead, lost_since_checkpoint
 from ilucid.core.model import (
     Cluster,
@@ -27,6 +27,7 @@ from ilucid.core.model import (
 from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
 from ilucid.core.policy import Policy, PolicyBase
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
+from ilucid.core.wait_words import pool_open_to
 
 __all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
 
@@ -375,16 +376,27 @@ class Scheduler:
         return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
 
     def wait_code(self, job_id: str) -> str:
-        """A countable code for why a pending job is not running (cheap: no node scan)."""
+        """A countable code for why a pending job is not running.
+
+        Every pool open to the job counts (training may start on serving nodes),
+        as :func:`why_unplaced` judges it; cheap: the per-pool free counts decide
+        unless they could hold the job, and only then does the placer look.
+        """
         job = self.jobs[job_id]
         special = self.policy.wait_code(job)
         if special is not None:
             return special
-        if self.free.pool_free.get(MAIN_POOL, 0) < job.spec.num_gpus:
+        spec = job.spec
+        fraction = spec.gpu_milli < FULL_GPU  # may join a shared GPU with no whole GPU free
+        pools = [(p, n) for p, n in self.free.pool_free.items() if pool_open_to(spec, p)]
+        if not fraction and sum(n for _, n in pools) < spec.num_gpus:
             return "InsufficientGpus"
-        if self.placer.place(job.spec, self.free) is None:
-            return "Fragmented"
-        return "BehindInOrder"
+        for pool, left in pools:
+            if (fraction or left >= spec.num_gpus) and self.placer.place(
+                spec, self.free, pool
+            ) is not None:
+                return "BehindInOrder"
+        return "Fragmented" if any(n for _, n in pools) else "InsufficientGpus"
 
     def expected_starts(
         self, now: float, until: str | None = None, limit: int = 5000
