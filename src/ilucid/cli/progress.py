@@ -1,5 +1,9 @@
 """The one progress display of long commands (``rich``), on stderr so stdout stays the
-result: a bar per task on a terminal; elsewhere (a log, CI) a line every quarter."""
+result: a bar per task on a terminal; elsewhere (a log, CI) a line every quarter.
+
+Two shapes share it: :class:`ProgressDisplay` for tasks that report a fraction done
+(a replay's simulated time), :class:`CountDisplay` for a count of items that each end
+done or failed (a sweep's cells)."""
 
 from __future__ import annotations
 
@@ -10,17 +14,47 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
-__all__ = ["ProgressDisplay"]
+__all__ = ["CountDisplay", "ProgressDisplay"]
 
 
-class ProgressDisplay:
+class _Display:
+    """The console both displays write to, and the bars they show on a terminal only."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True, highlight=False)
+        self._bars: Progress | None = None
+
+    def _start(self, *columns: ProgressColumn) -> Progress | None:
+        """Bars with ``columns`` when stderr is a terminal, else None (lines instead)."""
+        if not self.console.is_terminal:
+            return None
+        self._bars = Progress(*columns, console=self.console, transient=False)
+        self._bars.start()
+        return self._bars
+
+    def note(self, text: str) -> None:
+        """A line of its own on stderr (above the bars while they show), taken literally."""
+        if self._bars is not None:
+            self._bars.console.print(text, markup=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def _stop(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+
+
+class ProgressDisplay(_Display):
     """Progress of named tasks, each a fraction from 0 to 1.
 
     Use it as a context manager and call :meth:`update` with every task's fraction;
@@ -28,25 +62,17 @@ class ProgressDisplay:
     """
 
     def __init__(self, labels: Sequence[str], what: str = "simulated") -> None:
+        super().__init__()
         self.labels = list(labels)
         self.what = what
-        self.console = Console(stderr=True, highlight=False)
         self._quarter = -1
-        self._bars: Progress | None = None
         self._tasks: list[TaskID] = []
 
     def __enter__(self) -> ProgressDisplay:
-        if self.console.is_terminal:
-            self._bars = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TaskProgressColumn(),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self._tasks = [self._bars.add_task(label, total=1.0) for label in self.labels]
-            self._bars.start()
+        columns = (TaskProgressColumn(), TimeElapsedColumn())
+        bars = self._start(TextColumn("{task.description}"), BarColumn(), *columns)
+        if bars is not None:
+            self._tasks = [bars.add_task(label, total=1.0) for label in self.labels]
         return self
 
     def update(self, fractions: Sequence[float]) -> None:
@@ -59,11 +85,7 @@ class ProgressDisplay:
         quarter = int(overall * 4)
         if quarter > self._quarter:
             self._quarter = quarter
-            print(
-                f"{self.what} {overall:.0%} ({', '.join(self.labels)})",
-                file=sys.stderr,
-                flush=True,
-            )
+            self.note(f"{self.what} {overall:.0%} ({', '.join(self.labels)})")
 
     def __exit__(
         self,
@@ -73,5 +95,54 @@ class ProgressDisplay:
     ) -> None:
         if kind is None:
             self.update([1.0] * len(self.labels))
-        if self._bars is not None:
-            self._bars.stop()
+        self._stop()
+
+
+class CountDisplay(_Display):
+    """``total`` items, each ending done or failed: ``sweep 3/40 cells, 1 failed``.
+
+    On a terminal, one bar with the count, the failures, the time taken and the time
+    left; elsewhere a line each tenth of the items and at the last. Failures are
+    counted apart because a sweep goes on past them and the user must see them early.
+    """
+
+    def __init__(self, total: int, what: str, unit: str) -> None:
+        super().__init__()
+        self.total, self.what, self.unit = total, what, unit
+        self.done = 0
+        self.failed = 0
+        self._tenth = 0
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> CountDisplay:
+        bars = self._start(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(f"{self.unit}, [red]{{task.fields[failed]}} failed"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        if bars is not None:
+            self._task = bars.add_task(self.what, total=self.total, failed=0)
+        return self
+
+    def advance(self, failed: bool = False) -> None:
+        """One more item ended; ``failed`` when it ended in failure."""
+        self.done += 1
+        self.failed += failed
+        if self._bars is not None and self._task is not None:
+            self._bars.update(self._task, advance=1, failed=self.failed)
+            return
+        tenth = self.done * 10 // max(1, self.total)
+        if tenth > self._tenth or self.done == self.total:
+            self._tenth = tenth
+            self.note(f"{self.what}: {self.done}/{self.total} {self.unit}, {self.failed} failed")
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._stop()

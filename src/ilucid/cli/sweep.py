@@ -7,9 +7,9 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from ilucid.cli.common import CliError, Command, positive_float, positive_int
+from ilucid.cli.progress import CountDisplay
 from ilucid.cli.tables import render_table
 from ilucid.sweep import (
     ALL_TRACES,
@@ -30,7 +30,7 @@ from ilucid.sweep import (
 from ilucid.sweep.cell import resolve_profile
 from ilucid.sweep.grid import apply_settings
 
-__all__ = ["COMMANDS", "report_tables", "sweep_progress"]
+__all__ = ["COMMANDS", "report_tables"]
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -183,89 +183,9 @@ def _grid(args: argparse.Namespace) -> Grid:
     return grid
 
 
-class _PlainProgress:
-    """Progress as lines (no rich, or not a terminal): every tenth of the cells, and each
-    failure."""
+def _on_event(progress: CountDisplay) -> Callable[[SweepEvent], None]:
+    """Count each cell as it ends; say at once when one fails (retried once, then given up)."""
 
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.failed, self._tenth = total, 0, 0, 0
-
-    def __enter__(self) -> _PlainProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def note(self, text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
-    def advance(self, failed: bool) -> None:
-        self.done += 1
-        self.failed += failed
-        tenth = self.done * 10 // max(1, self.total)
-        if tenth > self._tenth or self.done == self.total:
-            self._tenth = tenth
-            self.note(f"sweep: {self.done}/{self.total} cells, {self.failed} failed")
-
-
-class _RichProgress:
-    """A rich progress bar: cells done of the total, failed, elapsed and left."""
-
-    def __init__(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.console = Console(stderr=True)
-        self.progress = Progress(
-            TextColumn("sweep"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("cells, [red]{task.fields[failed]} failed"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-        )
-        self.task = self.progress.add_task("sweep", total=total, failed=0)
-        self.failed = 0
-
-    def __enter__(self) -> _RichProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.progress.stop()
-
-    def note(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
-
-    def advance(self, failed: bool) -> None:
-        self.failed += failed
-        self.progress.update(self.task, advance=1, failed=self.failed)
-
-
-_Progress = _PlainProgress | _RichProgress
-
-
-def sweep_progress(total: int) -> _Progress:
-    """A rich bar on a terminal when rich is installed, else lines on stderr."""
-    if sys.stderr.isatty():
-        try:
-            return _RichProgress(total)
-        except ImportError:
-            pass
-    return _PlainProgress(total)
-
-
-def _on_event(progress: _Progress) -> Callable[[SweepEvent], None]:
     def on_event(event: SweepEvent) -> None:
         if event.kind == "retry":
             progress.note(f"sweep: {event.cell.label} failed: {event.error}; retrying once")
@@ -342,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             with (
                 open_client(args.workers, args.scheduler) as client,
-                sweep_progress(len(todo)) as bar,
+                CountDisplay(len(todo), "sweep", "cells") as bar,
             ):
                 outcome = run_sweep(todo, table, client, _on_event(bar))
         except KeyboardInterrupt:

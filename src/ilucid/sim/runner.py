@@ -1,15 +1,14 @@
-"""Run several policies on one trace in parallel processes, with one progress bar."""
+"""Run several policies on one trace in parallel processes, each reporting its progress
+(the CLI draws it: ``ilucid.cli.progress``)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
 from ilucid.core.policies import needs_estimates, needs_forecasts, needs_profiler
@@ -19,7 +18,7 @@ from ilucid.sim.engine import SimResult, World, simulate
 from ilucid.sim.estimates import NO_HISTORY_S, WalkForwardEstimates
 from ilucid.sim.lucid_world import LucidWorld, walk_forward_forecasts
 
-__all__ = ["PolicyRun", "ProgressBar", "run_policies"]
+__all__ = ["PolicyRun", "run_policies"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,36 +27,6 @@ class PolicyRun:
     result: SimResult | None
     error: str | None = None
     explanation: list[str] | None = None  # estimator and packing detail for --explain
-
-
-class ProgressBar:
-    """Simulated-time progress per policy on one line (a line per quarter when not a TTY)."""
-
-    def __init__(self, names: Sequence[str], stream: TextIO | None = None) -> None:
-        self.names = list(names)
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
-        self._last_quarter = -1
-        self._started = time.perf_counter()
-
-    def show(self, fractions: Sequence[float], final: bool = False) -> None:
-        overall = sum(fractions) / max(1, len(fractions))
-        if self.tty:
-            width = 24
-            filled = int(overall * width)
-            bar = "#" * filled + "." * (width - filled)
-            parts = " ".join(f"{n} {f:4.0%}" for n, f in zip(self.names, fractions, strict=True))
-            elapsed = time.perf_counter() - self._started
-            self.stream.write(f"\r[{bar}] {overall:4.0%} {parts} {elapsed:5.1f}s")
-            if final:
-                self.stream.write("\n")
-            self.stream.flush()
-            return
-        quarter = int(overall * 4)
-        if quarter > self._last_quarter:
-            self._last_quarter = quarter
-            self.stream.write(f"simulated {overall:.0%} of the trace ({', '.join(self.names)})\n")
-            self.stream.flush()
 
 
 _shared: Any = None
