@@ -5,11 +5,15 @@ Nothing else the service stores says so: transitions and decisions are written o
 when something happens, and the profiler's samples only for running jobs on machines
 with a metrics source. A quiet service and a stopped one would look the same.
 
-Each start inserts a row (``started``); every :data:`BEAT_S` seconds, and once more
-on a clean stop, its ``last_seen`` moves to the service clock's now. Between one
-row's ``last_seen`` and the next start the service was down; after a crash that
-period begins up to :data:`BEAT_S` seconds before the real stop. Replicas (leader
-election) each keep a row; periods are down only when no replica was up.
+Each start inserts a row (``started``); every :data:`BEAT_S` seconds its
+``last_seen`` moves to the service clock's now. Between one row's ``last_seen`` and
+the next start the service was down. A clean stop ends the row exactly: the API's
+shutdown writes a last beat, and ``ilucid serve`` (SIGINT or SIGTERM) writes the stop
+time once its scheduling loop, which may still be in a pass then, has ended
+(:func:`record_stop`). An unclean end (``kill -9``, a crash, a lost machine) writes
+nothing: that down period begins at the last beat, up to :data:`BEAT_S` seconds
+before the real end. Replicas (leader election) each keep a row; periods
+are down only when no replica was up.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from ilucid.service.db import Base
 from ilucid.service.scheduler_service import SchedulerService
 
-__all__ = ["BEAT_S", "UptimeRow", "down_periods", "keep_uptime", "record_beat", "record_start"]
+__all__ = [
+    "BEAT_S",
+    "UptimeRow",
+    "down_periods",
+    "keep_uptime",
+    "record_beat",
+    "record_start",
+    "record_stop",
+]
 
 #: Seconds between two signs of life of a running service.
 BEAT_S = 15.0
@@ -55,6 +67,15 @@ def record_beat(engine: Engine, run_id: int, now: float) -> None:
     with Session(engine) as session:
         session.execute(update(UptimeRow).where(UptimeRow.id == run_id).values(last_seen=now))
         session.commit()
+
+
+def record_stop(app: FastAPI, now: float) -> None:
+    """The service behind ``app`` stopped cleanly at ``now``: its run ends exactly there.
+
+    For the process that served ``app``, after its lifespan started (which recorded
+    the run) and once nothing of the service runs any more."""
+    service: SchedulerService = app.state.service
+    record_beat(service.engine, app.state.uptime_run, now)
 
 
 def down_periods(engine: Engine, start: float, end: float) -> list[tuple[float, float]]:
@@ -94,6 +115,7 @@ async def keep_uptime(app: FastAPI) -> AsyncIterator[None]:
     """The API's lifespan part that records this run (see the module docstring)."""
     service: SchedulerService = app.state.service
     run_id = await asyncio.to_thread(record_start, service.engine, service.clock())
+    app.state.uptime_run = run_id  # for record_stop
     task = asyncio.create_task(_beat(service, run_id, BEAT_S))
     try:
         yield

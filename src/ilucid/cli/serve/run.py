@@ -242,6 +242,7 @@ def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> N
         target=service.run, args=(args.interval, stop, beat.touch, gate), daemon=True
     )
     loop.start()
+    server = None
     try:
         if threading.current_thread() is threading.main_thread():
             # SIGTERM stops the service as Ctrl-C does (uvicorn hands it back once it
@@ -249,13 +250,27 @@ def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> N
             signal.signal(signal.SIGTERM, signal.default_int_handler)
         app = build_app(service, metrics_public=args.metrics_public)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-        _announcing_server(config, listening).run()
+        server = _announcing_server(config, listening)
+        server.run()
     except KeyboardInterrupt:
         pass
     finally:
         stop.set()
         service.wake.set()
         loop.join(timeout=5)
+        if server is not None and server.started:  # its lifespan recorded this run
+            _record_stop(server.config.app, service)
+
+
+def _record_stop(app: Any, service: Any) -> None:
+    """The clean stop's time, once nothing of the service runs (the down period starts
+    there); a database that fails now costs only that precision: say so, stop anyway."""
+    from ilucid.service.uptime import record_stop
+
+    try:
+        record_stop(app, service.clock())
+    except Exception as exc:
+        print(f"ilucid serve: recording the stop time failed: {exc!r}", flush=True)
 
 
 def _announcing_server(config: Any, listening: Callable[[int], None]) -> Any:
