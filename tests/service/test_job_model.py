@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import GpuInventory, HostResources, LocalBackend
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
@@ -23,7 +24,12 @@ class Api:
         url = f"sqlite:///{folder / 'model.db'}"
         migrate(url)
         self.engine = make_engine(url)
-        backend = LocalBackend(folder, GpuInventory(4, "v100", 16.0, "virtual"), profiler_gpus=1)
+        backend = LocalBackend(
+            folder,
+            GpuInventory(4, "v100", 16.0, "virtual"),
+            profiler_gpus=1,
+            host_resources=HostResources(16, 64.0),
+        )
         self.service = SchedulerService(self.engine, backend, policy="fifo")
         self.client = TestClient(build_app(self.service), raise_server_exceptions=False)
         self.admin = {"Authorization": f"Bearer {create_token(self.engine, 'root', 'ops', True)}"}
@@ -254,4 +260,49 @@ def test_an_opted_in_cluster_manager_job_keeps_its_type_and_gang(tmp_path: Path)
     assert (trainer.num_gpus, trainer.gpu_type, trainer.shape) == (2, "v100", (2,))
     assert service.scheduler.jobs[trainer.id].spec.shape == (2,)  # the core has it so
     assert (odd.num_gpus, odd.shape) == (3, None)  # 2 x 2 is not 3 GPUs: no gang shape
+    engine.dispose()
+
+
+def test_cpus_and_memory_are_booked_per_node_on_the_live_path(tmp_path: Path) -> None:
+    """A host of 8 CPUs and 32 GB: a job stating more than any node has is refused naming
+    the field; two jobs whose CPUs together exceed the host's do not run at once, and the
+    second says why while GPUs are free."""
+    url = f"sqlite:///{tmp_path / 'host.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    backend = LocalBackend(
+        tmp_path,
+        GpuInventory(4, "v100", 16.0, "virtual"),
+        host_resources=HostResources(8, 32.0),
+    )
+    service = SchedulerService(engine, backend, policy="fifo")
+    client = TestClient(build_app(service), raise_server_exceptions=False)
+    who = {"Authorization": f"Bearer {create_token(engine, 'ann', 'vision')}"}
+
+    def submit(**fields: object) -> Any:
+        return client.post("/jobs", json={"command": ["sleep", "30"], **fields}, headers=who)
+
+    refused = submit(cpus=16)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == "cpus: no node has 16 CPUs (most here: 8 CPUs)"
+    first = submit(cpus=6, memory_gb=8).json()["id"]
+    second = submit(cpus=4).json()["id"]
+    for _ in range(3):
+        service.reconcile()
+    states = [client.get(f"/jobs/{j}", headers=who).json()["state"] for j in (first, second)]
+    assert states == ["running", "pending"]
+    why = client.get(f"/jobs/{second}/explain", headers=who).json()
+    assert "lacks the free CPUs or memory" in str(why), why
+    node = client.get("/nodes", headers=who).json()[0]
+    assert (node["cpus"], node["free_cpus"], node["free_memory_gb"]) == (8, 2, 24)
+    assert node["free_gpus"] == 3
+    service.cancel(first)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        service.reconcile()
+        if client.get(f"/jobs/{second}", headers=who).json()["state"] == "running":
+            break
+        time.sleep(0.1)
+    assert client.get(f"/jobs/{second}", headers=who).json()["state"] == "running"
+    service.cancel(second)
     engine.dispose()

@@ -25,6 +25,8 @@ SAMPLE = JobSpec(
     estimate=1800.0,
     checkpoint_s=600.0,
     preferred_gpu_types=("a100", "v100"),
+    cpus=4.0,
+    memory_gb=32.0,
 )
 
 

@@ -48,7 +48,15 @@ from ilucid.backends.base import Observation, ObservedJob, ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
 
-__all__ = ["DEFAULT_JOB_USER", "GpuInventory", "LocalBackend", "discover_gpus", "job_environment"]
+__all__ = [
+    "DEFAULT_JOB_USER",
+    "GpuInventory",
+    "HostResources",
+    "LocalBackend",
+    "discover_gpus",
+    "discover_host",
+    "job_environment",
+]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: whom jobs run as when the service is root and the job's token maps to nobody else
@@ -105,6 +113,20 @@ def discover_gpus(virtual: int | None = None) -> GpuInventory:
     return GpuInventory(virtual if virtual is not None else 1, "virtual", 0.0, "virtual")
 
 
+@dataclass(frozen=True, slots=True)
+class HostResources:
+    """CPUs and memory (GB) jobs may take on this host, what placement books them against."""
+
+    cpus: float
+    memory_gb: float
+
+
+def discover_host() -> HostResources:
+    """The CPUs this process may run on and the host's physical memory."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return HostResources(float(len(os.sched_getaffinity(0))), round(memory, 1))
+
+
 def _start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), or None if gone."""
     try:
@@ -129,6 +151,7 @@ class LocalBackend:
         clock: Callable[[], float] = time.monotonic,
         profiler_gpus: int = 0,
         job_user: str = DEFAULT_JOB_USER,
+        host_resources: HostResources | None = None,
     ) -> None:
         self.root = Path(data_dir) / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -153,9 +176,23 @@ class LocalBackend:
         nodes: list[Node] = []
         self._ranges: dict[str, range] = {}
         first = 0
+        resources = host_resources or discover_host()
         for name, size in sizes:
             labels = {PROFILER_LABEL: "yes"} if name.endswith("-profiler") else {}
-            nodes.append(Node(name, size, self.gpus.gpu_type, self.gpus.memory_gb, labels))
+            # a host split in two logical nodes books each against all its CPUs and
+            # memory (profiling runs are short): a split by GPUs would refuse a job
+            # half the host's CPUs on a small machine
+            nodes.append(
+                Node(
+                    name,
+                    size,
+                    self.gpus.gpu_type,
+                    self.gpus.memory_gb,
+                    labels,
+                    cpus=resources.cpus,
+                    memory_gb=resources.memory_gb,
+                )
+            )
             self._ranges[name] = range(first, first + size)
             first += size
         self.cluster = Cluster(tuple(nodes))

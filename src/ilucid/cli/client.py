@@ -132,8 +132,12 @@ def _add_job_model(submit: argparse.ArgumentParser) -> None:
         default=1000,
         help="a share of one GPU in thousandths, with --gpus 1 (1000: a whole GPU)",
     )
-    model.add_argument("--cpus", type=float, help="CPU cores (default: the backend's)")
-    model.add_argument("--memory", type=float, help="memory, GB (default: the backend's)")
+    model.add_argument(
+        "--cpus", type=float, help="CPU cores on each node used, booked against its free CPUs"
+    )
+    model.add_argument(
+        "--memory", type=float, help="memory on each node used, GB, booked against its free memory"
+    )
 
 
 def _submit(client: httpx.Client, args: argparse.Namespace) -> int:

@@ -4,6 +4,9 @@ Nodes are bucketed by their number of free GPUs (per GPU type), so best-fit
 lookups cost O(GPUs per node) instead of O(nodes): this is what lets one
 scheduling pass over a 1,000-node cluster take microseconds.
 
+CPUs and memory are kept per node for jobs that state them (``cpus``,
+``memory_gb``); a node whose cluster manager does not report them has no limit.
+
 A GPU shared by fractional jobs (``gpu_milli`` < 1000) leaves the free count when
 its first job opens it and comes back when its last one ends; in between, the
 books keep its milli-GPUs left under a share label on its node.
@@ -11,7 +14,7 @@ books keep its milli-GPUs left under a share label on its node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ilucid.core.model import Cluster, Placement
 
@@ -38,8 +41,10 @@ class FreeGpus:
         "_top",
         "capacity",
         "cluster",
+        "cpus_free",
         "free",
         "free_total",
+        "memory_free",
         "pool_free",
         "pool_of",
         "types",
@@ -60,6 +65,9 @@ class FreeGpus:
         self.pool_free: dict[str, int] = {MAIN_POOL: 0}
         self._fenced: dict[int, str] = {}  # unavailable node -> the pool it returns to
         self._shares: dict[int, dict[int, int]] = {}  # node -> {share: milli-GPUs left}
+        inf = float("inf")
+        self.cpus_free: list[float] = [n.cpus or inf for n in cluster.nodes]
+        self.memory_free: list[float] = [n.memory_gb or inf for n in cluster.nodes]
         self._buckets: dict[tuple[str, str], list[set[int]]] = {}
         for index, node in enumerate(cluster.nodes):
             pool = self.pool_of[index]
@@ -116,9 +124,32 @@ class FreeGpus:
     # -- updates ---------------------------------------------------------------
     def take(self, placement: Placement) -> None:
         """Mark the placement's GPUs busy; raises if any node would be over-committed."""
+        hosts = placement.cpus > 0 or placement.memory_gb > 0
+        if hosts:
+            for index, _ in placement.parts:
+                if not self.has_room(index, placement.cpus, placement.memory_gb):
+                    raise ValueError(
+                        f"node {self.cluster.nodes[index].name} has"
+                        f" {self.cpus_free[index]:g} CPUs and {self.memory_free[index]:g} GB free,"
+                        f" cannot take {placement.cpus:g} and {placement.memory_gb:g} GB"
+                    )
         if placement.share is not None:
             self._join_share(placement)
-            return
+        else:
+            self._take_gpus(placement)
+        if hosts:
+            self._host(placement, -1.0)
+
+    def _host(self, placement: Placement, sign: float) -> None:
+        for index, _ in placement.parts:
+            self.cpus_free[index] += sign * placement.cpus
+            self.memory_free[index] += sign * placement.memory_gb
+
+    def has_room(self, index: int, cpus: float, memory_gb: float) -> bool:
+        """Whether node ``index`` has ``cpus`` and ``memory_gb`` free (1e-9: float sums)."""
+        return self.cpus_free[index] + 1e-9 >= cpus and self.memory_free[index] + 1e-9 >= memory_gb
+
+    def _take_gpus(self, placement: Placement) -> None:
         taken = 0
         for index, count in placement.parts:
             taken += count
@@ -134,7 +165,12 @@ class FreeGpus:
     def give_back(self, placement: Placement) -> None:
         if placement.share is not None:
             self._leave_share(placement)
-            return
+        else:
+            self._give_back_gpus(placement)
+        if placement.cpus > 0 or placement.memory_gb > 0:
+            self._host(placement, +1.0)
+
+    def _give_back_gpus(self, placement: Placement) -> None:
         returned = 0
         for index, count in placement.parts:
             returned += count
@@ -217,6 +253,23 @@ class FreeGpus:
                 return best
         return None
 
+    def best_fit_where(
+        self,
+        count: int,
+        types: Iterable[str] | None,
+        pool: str,
+        where: Callable[[int], bool],
+    ) -> int | None:
+        """:meth:`best_fit` among the nodes ``where`` accepts (CPUs, memory): slower, for
+        the jobs that state such needs."""
+        chosen = self._chosen(types, pool)
+        for k in range(count, self._top):
+            level = sorted(i for buckets in chosen for i in buckets[k])
+            best = next((i for i in level if where(i)), None)
+            if best is not None:
+                return best
+        return None
+
     def wholly_free(self, types: Iterable[str] | None = None, pool: str = MAIN_POOL) -> list[int]:
         """Nodes with every GPU free, in node order."""
         nodes: list[int] = []
@@ -238,7 +291,11 @@ class FreeGpus:
         return ordered
 
     def best_share(
-        self, milli: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+        self,
+        milli: int,
+        types: Iterable[str] | None = None,
+        pool: str = MAIN_POOL,
+        where: Callable[[int], bool] | None = None,
     ) -> tuple[int, int] | None:
         """(node, share) of the shared GPU with the fewest milli-GPUs left that still
         holds ``milli``: fractions consolidate, as whole GPUs do by best fit."""
@@ -249,6 +306,8 @@ class FreeGpus:
             if self.pool_of[index] != pool:
                 continue
             if wanted is not None and nodes[index].gpu_type not in wanted:
+                continue
+            if where is not None and not where(index):
                 continue
             for share, left in shares.items():
                 if left >= milli and (best is None or (left, index, share) < best):

@@ -64,6 +64,9 @@ class JobSpec:
     checkpoint_s: float | None = None
     #: GPU types to try first, best first (a soft preference; ``gpu_type`` is hard)
     preferred_gpu_types: tuple[str, ...] = ()
+    #: CPUs and memory (GB) the job needs on each node it uses (None: no need stated)
+    cpus: float | None = None
+    memory_gb: float | None = None
 
     def __post_init__(self) -> None:
         if self.checkpoint_s is not None and self.checkpoint_s <= 0:
@@ -74,6 +77,9 @@ class JobSpec:
             raise ValueError(f"job {self.id}: duration must be >= 0, got {self.duration}")
         if not 0 < self.gpu_milli <= 1000:
             raise ValueError(f"job {self.id}: gpu_milli must be in 1..1000, got {self.gpu_milli}")
+        for name, need in (("cpus", self.cpus), ("memory_gb", self.memory_gb)):
+            if need is not None and not 0 < need < float("inf"):
+                raise ValueError(f"job {self.id}: {name} must be > 0 and finite, got {need}")
         if self.gpu_milli < 1000 and self.num_gpus != 1:
             raise ValueError(
                 f"job {self.id}: a share of one GPU (gpu_milli {self.gpu_milli}) needs"
@@ -110,10 +116,15 @@ class Node:
     gpu_type: str = "generic"
     gpu_memory_gb: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: CPUs and memory (GB) jobs may take here; 0 when the cluster manager does not say
+    cpus: float = 0.0
+    memory_gb: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_gpus < 0:
             raise ValueError(f"node {self.name}: num_gpus must be >= 0, got {self.num_gpus}")
+        if self.cpus < 0 or self.memory_gb < 0:
+            raise ValueError(f"node {self.name}: cpus and memory_gb must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +181,9 @@ class Placement:
     parts: tuple[tuple[int, int], ...]
     share: int | None = None
     milli: int = 1000
+    #: CPUs and memory (GB) taken on each node of ``parts`` (0: none stated)
+    cpus: float = 0.0
+    memory_gb: float = 0.0
 
     @property
     def num_gpus(self) -> int:

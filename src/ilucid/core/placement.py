@@ -24,6 +24,7 @@ __all__ = [
     "Filter",
     "GpuMemoryFilter",
     "GpuTypeFilter",
+    "HostFilter",
     "Placer",
     "allowed_types",
     "explain_unplaceable",
@@ -71,14 +72,34 @@ class GpuMemoryFilter:
         )
 
 
-DEFAULT_FILTERS: tuple[Filter, ...] = (GpuTypeFilter(), GpuMemoryFilter())
+class HostFilter:
+    """CPUs and memory a job needs on each node, against what the node has at all (a
+    node whose cluster manager does not say has no limit)."""
+
+    name = "host"
+
+    def reject(self, job: JobSpec, node: Node) -> Reason | None:
+        for need, have, unit in (
+            (job.cpus, node.cpus, "CPUs"),
+            (job.memory_gb, node.memory_gb, "GB of memory"),
+        ):
+            if need is not None and have > 0 and have < need:
+                return Reason(
+                    "InsufficientHost",
+                    f"with {have:g} {unit} (needs {need:g})",
+                    {"have": have, "need": need},
+                )
+        return None
+
+
+DEFAULT_FILTERS: tuple[Filter, ...] = (GpuTypeFilter(), GpuMemoryFilter(), HostFilter())
 
 
 def allowed_types(
     job: JobSpec, cluster: Cluster, filters: Sequence[Filter] = DEFAULT_FILTERS
 ) -> tuple[str, ...] | None:
     """GPU types whose nodes pass every filter; ``None`` means all (the fast, common case)."""
-    if job.gpu_type is None and job.gpu_memory_gb is None:
+    if (job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb) == (None, None, None, None):
         return None
     types = {n.gpu_type for n in cluster.nodes if all(f.reject(job, n) is None for f in filters)}
     return tuple(sorted(types))
@@ -104,10 +125,12 @@ class ConsolidatingPlacer:
 
     def __init__(self, filters: Sequence[Filter] = DEFAULT_FILTERS) -> None:
         self.filters = tuple(filters)
-        self._types_cache: dict[tuple[str | None, float | None], tuple[str, ...] | None] = {}
+        self._types_cache: dict[
+            tuple[str | None, float | None, float | None, float | None], tuple[str, ...] | None
+        ] = {}
 
     def _types(self, job: JobSpec, free: FreeGpus) -> tuple[str, ...] | None:
-        key = (job.gpu_type, job.gpu_memory_gb)
+        key = (job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb)
         if key not in self._types_cache:
             self._types_cache[key] = allowed_types(job, free.cluster, self.filters)
         return self._types_cache[key]
@@ -120,6 +143,8 @@ class ConsolidatingPlacer:
             return self._place_fraction(job, free, pool)
         if need > free.pool_free.get(pool, 0):
             return None
+        if job.cpus is not None or job.memory_gb is not None:
+            return self._place_hosted(job, free, pool)
         types = self._types(job, free)
         for preferred in job.preferred_gpu_types:  # soft: first the types it runs fastest on
             if preferred in free.types and (types is None or preferred in types):
@@ -128,22 +153,56 @@ class ConsolidatingPlacer:
                     return placement
         return self._place_on(need, types, free, pool)
 
+    def _tries(self, job: JobSpec, free: FreeGpus) -> list[tuple[str, ...] | None]:
+        """The GPU types to look among, in turn: each preferred one, then all allowed."""
+        types = self._types(job, free)
+        tries: list[tuple[str, ...] | None] = [
+            (t,)
+            for t in job.preferred_gpu_types
+            if t in free.types and (types is None or t in types)
+        ]
+        tries.append(types)
+        return tries
+
     def _place_fraction(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
         """A share of one GPU: the shared GPU with the least room that holds it (on a
         preferred type first), else a whole GPU placed by best fit and opened to share."""
-        types = self._types(job, free)
-        tries: list[tuple[str, ...] | None] = [
-            (t,) for t in job.preferred_gpu_types if types is None or t in types
-        ]
-        tries.append(types)
+        cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
+        room = None if not (cpus or memory) else lambda i: free.has_room(i, cpus, memory)
+        tries = self._tries(job, free)
         for wanted in tries:
-            shared = free.best_share(job.gpu_milli, wanted, pool)
+            shared = free.best_share(job.gpu_milli, wanted, pool, room)
             if shared is not None:
-                return Placement(((shared[0], 1),), shared[1], job.gpu_milli)
+                return Placement(((shared[0], 1),), shared[1], job.gpu_milli, cpus, memory)
         for wanted in tries:
-            node = free.best_fit(1, wanted, pool)
+            node = (
+                free.best_fit(1, wanted, pool)
+                if room is None
+                else free.best_fit_where(1, wanted, pool, room)
+            )
             if node is not None:
-                return Placement(((node, 1),), free.new_share(node), job.gpu_milli)
+                share = free.new_share(node)
+                return Placement(((node, 1),), share, job.gpu_milli, cpus, memory)
+        return None
+
+    def _place_hosted(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
+        """A job that states CPUs or memory: only nodes with that much free count (each
+        node it spans gives it both), in the consolidating order."""
+        cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
+
+        def room(index: int) -> bool:
+            return free.has_room(index, cpus, memory)
+
+        need = job.num_gpus
+        for wanted in self._tries(job, free):
+            node = free.best_fit_where(need, wanted, pool, room)
+            parts = (
+                ((node, need),)
+                if node is not None
+                else _spread(need, [i for i in free.descending(wanted, pool) if room(i)], free)
+            )
+            if parts is not None:
+                return Placement(parts, cpus=cpus, memory_gb=memory)
         return None
 
     def _place_on(
@@ -154,21 +213,8 @@ class ConsolidatingPlacer:
             return Placement(((node, need),))
         if free.uniform:
             return self._place_across_uniform(need, free, types, pool)
-        ordered = free.descending(types, pool)
-        parts: list[tuple[int, int]] = []
-        for index in ordered:
-            cap = free.capacity[index]
-            if need >= cap and free.free[index] == cap:
-                parts.append((index, cap))
-                need -= cap
-            elif free.free[index] >= need:
-                parts.append((index, need))
-                need = 0
-            else:
-                return None
-            if need == 0:
-                return Placement(tuple(parts))
-        return None
+        parts = _spread(need, free.descending(types, pool), free)
+        return None if parts is None else Placement(parts)
 
     @staticmethod
     def _place_across_uniform(
@@ -225,6 +271,27 @@ class ConsolidatingPlacer:
                 f"leaves {plural(left, 'GPU')} free there",
             ),
         )
+
+
+def _spread(
+    need: int, ordered: Sequence[int], free: FreeGpus
+) -> tuple[tuple[int, int], ...] | None:
+    """Whole free nodes in ``ordered`` (most free first), then the remainder on the next
+    one; None if a partly busy node comes before the job is whole."""
+    parts: list[tuple[int, int]] = []
+    for index in ordered:
+        cap = free.capacity[index]
+        if need >= cap and free.free[index] == cap:
+            parts.append((index, cap))
+            need -= cap
+        elif free.free[index] >= need:
+            parts.append((index, need))
+            need = 0
+        else:
+            return None
+        if need == 0:
+            return tuple(parts)
+    return None
 
 
 def _share_part(placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
@@ -297,10 +364,45 @@ def explain_unplaceable(
             counts["other"] += unknown
         return class_split(counts)
 
+    short = _host_short(job, free, usable) if sum(room) >= job.num_gpus else None
+    if short is not None:
+        return Reason(
+            "InsufficientHost", short + (f"; other nodes: {tally}" if tally else ""), numbers
+        )
     code, head = _binding(job, room, sizes, busy, bool(others))
     if job.gpu_milli < FULL_GPU:
         head += _shares_full(job, free, usable)
     return Reason(code, head + (f"; other nodes: {tally}" if tally else ""), numbers)
+
+
+def _host_short(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str | None:
+    """When the free GPUs would do but their nodes lack the CPUs or memory the job
+    states: how many such nodes, and the most free on one."""
+    if job.cpus is None and job.memory_gb is None:
+        return None
+    cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
+    with_gpus = [i for i in usable if free.free[i] > 0]
+    short = [i for i in with_gpus if not free.has_room(i, cpus, memory)]
+    if not short:
+        return None
+    wants = ", ".join(
+        f"{need:g} {unit}"
+        for need, unit in ((job.cpus, "CPUs"), (job.memory_gb, "GB of memory"))
+        if need is not None
+    )
+    most = ", ".join(
+        f"{max(books[i] for i in short):g} {unit}"
+        for need, books, unit in (
+            (job.cpus, free.cpus_free, "CPUs"),
+            (job.memory_gb, free.memory_free, "GB"),
+        )
+        if need is not None
+    )
+    return (
+        f"{len(short)} of {plural(len(with_gpus), 'node')} with free GPUs"
+        f" {'lacks' if len(short) == 1 else 'lack'} the free CPUs or memory (the most free"
+        f" on one of them: {most}); the job needs {wants} on each node"
+    )
 
 
 def _shares_full(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str:
@@ -405,10 +507,10 @@ def never_placeable(
     """
     placer = placer or ConsolidatingPlacer()
     empty = FreeGpus(cluster)
-    verdicts: dict[tuple[int, str | None, float | None], Reason | None] = {}
+    verdicts: dict[tuple[object, ...], Reason | None] = {}
     refused: dict[str, Reason] = {}
     for job in jobs:
-        shape = (job.num_gpus, job.gpu_type, job.gpu_memory_gb)
+        shape = (job.num_gpus, job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb)
         if shape not in verdicts:
             fits = placer.place(job, empty) is not None
             verdicts[shape] = None if fits else explain_unplaceable(job, empty)

@@ -35,8 +35,14 @@ class TopologyPlacer(ConsolidatingPlacer):
 
     def place(self, job: JobSpec, free: FreeGpus, pool: str = MAIN_POOL) -> Placement | None:
         need = job.num_gpus
-        if need == 0 or need > free.pool_free.get(pool, 0) or job.gpu_milli < FULL_GPU:
-            return super().place(job, free, pool)  # (a fraction of one GPU stays on one node)
+        if (
+            need == 0
+            or need > free.pool_free.get(pool, 0)
+            or job.gpu_milli < FULL_GPU  # a fraction of one GPU stays on one node
+            or job.cpus is not None  # CPUs and memory: nodes that have them, in the
+            or job.memory_gb is not None  # consolidating order (no domain search)
+        ):
+            return super().place(job, free, pool)
         if (
             need <= free.cluster.max_gpus_per_node
             and free.best_fit(need, self._types(job, free), pool) is not None

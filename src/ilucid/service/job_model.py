@@ -99,6 +99,25 @@ def _check_shape(request: JobRequest, sizes: list[int]) -> None:
         )
 
 
+def _check_host(request: JobRequest, cluster: Cluster) -> None:
+    """CPUs and memory per node that no node has (nodes that do not say are not ruled out)."""
+    for field, need, unit in (
+        ("cpus", request.cpus, "CPUs"),
+        ("memory_gb", request.memory_gb, "GB"),
+    ):
+        if need is None:
+            continue
+        have = [
+            node.cpus if field == "cpus" else node.memory_gb
+            for node in cluster.nodes
+            if request.gpu_type in (None, node.gpu_type)
+        ]
+        if have and all(0 < h < need for h in have):
+            raise ServiceError(
+                f"{field}: no node has {need:g} {unit} (most here: {max(have):g} {unit})"
+            )
+
+
 def check_request(request: JobRequest, cluster: Cluster) -> None:
     """Refuse, naming the field, what no node of ``cluster`` could ever run."""
     _check_command(request)
@@ -111,3 +130,4 @@ def check_request(request: JobRequest, cluster: Cluster) -> None:
     for field, value in (("cpus", request.cpus), ("memory_gb", request.memory_gb)):
         if value is not None and not value > 0:
             raise ServiceError(f"{field} must be > 0 (got {value:g})")
+    _check_host(request, cluster)

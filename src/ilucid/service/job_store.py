@@ -208,4 +208,6 @@ def spec_of(row: JobRow) -> JobSpec:
         gpu_milli=row.gpu_milli or 1000,
         shape=shape,
         preferred_gpu_types=tuple(preferred),
+        cpus=row.cpus,
+        memory_gb=row.memory_gb,
     )

@@ -199,10 +199,11 @@ class Reconciler:
         if parts and all(name in node_index for name, _ in parts):
             where = tuple((node_index[name], n) for name, n in parts)
             milli = row.gpu_milli or 1000
+            cpus, memory = row.cpus or 0.0, row.memory_gb or 0.0
             if milli < 1000 and len(where) == 1 and len(observed.gpus) == 1:
                 # a share of one GPU: the GPU's own index labels its share
-                candidates.append(Placement(where, observed.gpus[0], milli))
-            candidates.append(Placement(where))
+                candidates.append(Placement(where, observed.gpus[0], milli, cpus, memory))
+            candidates.append(Placement(where, cpus=cpus, memory_gb=memory))
         guess = self.scheduler.placer.place(self.scheduler.jobs[row.id].spec, self.scheduler.free)
         if guess is not None:
             candidates.append(guess)

@@ -74,6 +74,11 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
                 "gpu_type": node.gpu_type,
                 "gpu_memory_gb": node.gpu_memory_gb,
                 "free_gpus": free.free[index],
+                # CPUs and memory jobs may book here (null: the cluster manager does not say)
+                "cpus": node.cpus or None,
+                "free_cpus": round(free.cpus_free[index], 3) if node.cpus else None,
+                "memory_gb": node.memory_gb or None,
+                "free_memory_gb": round(free.memory_free[index], 3) if node.memory_gb else None,
                 "gpu_jobs": holders[index],
                 "excluded": excluded.get(node.name),
             }
