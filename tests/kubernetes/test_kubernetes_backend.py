@@ -267,8 +267,9 @@ def test_two_replicas_never_both_admit(emulator: Emulator, tmp_path: Path) -> No
         time.sleep(0.2)
     took_over = [t for t, who in leaders if who != first_leader]
     last_renewal = max(t for t, who in leaders if who == first_leader)
-    # within the lease (2 s) of the dead leader's last renewal, plus one poll of the other
-    assert took_over and took_over[0] - last_renewal <= 2 + 1.0, "handed over in time"
+    # within the lease (2 s) of the dead leader's last renewal, plus one pass of the other
+    # (0.2 s apart, but a pass on 2 shared cores under CI load has taken over 1 s)
+    assert took_over and took_over[0] - last_renewal <= 2 + 3.0, "handed over in time"
     assert took_over[0] >= last_renewal + 2 - 0.05, "never while the lease was still valid"
     assert admissions(emulator).get("late") == 1
     stops[1 - dead].set()
