@@ -7,7 +7,9 @@ import pytest
 from ilucid.backends.slurm_parse import (
     check_command,
     check_name,
+    foreign_job,
     gpu_indices,
+    host_resources,
     logical_cluster,
     parse_gres,
     parse_jobs,
@@ -149,3 +151,47 @@ def test_commands_that_could_be_read_as_options_or_break_the_script_are_refused(
         check_command(["true"], "relative/dir")
     with pytest.raises(ValueError, match="cwd"):
         check_command(["true"], "/tmp/%j")
+
+
+def test_a_nodes_cpus_and_memory_are_offered_by_each_of_its_logical_nodes() -> None:
+    """sinfo --json (22.05): ``cpus`` and ``real_memory`` (MiB); a node with two GPU types
+    books both halves against the whole node; a node that does not say has no limit."""
+    document = {
+        "nodes": [
+            {"name": "node1", "gres": "gpu:a100:4(S:0),gpu:v100:4(S:0)", "cpus": 64,
+             "real_memory": 16000, "partitions": ["gpu"], "state": "idle"},
+            {"name": "node2", "gres": "gpu:a100:4", "partitions": ["gpu"], "state": "idle"},
+        ]
+    }  # fmt: skip
+    cluster, _ = logical_cluster(parse_nodes(document))
+    assert [(n.name, n.cpus, n.memory_gb) for n in cluster.nodes] == [
+        ("node1/a100", 64.0, 16000 / 1024),
+        ("node1/v100", 64.0, 16000 / 1024),
+        ("node2", 0.0, 0.0),
+    ]
+    with pytest.raises(ValueError, match=r"node node3: real_memory '16G' is not a whole number"):
+        parse_nodes({"nodes": [{"name": "node3", "real_memory": "16G"}]})
+
+
+def test_cpus_and_memory_become_sbatch_options_rounded_up_to_what_slurm_allocates() -> None:
+    assert host_resources(1.5, 3.0) == ["--cpus-per-task=2", "--mem=3072M"]
+    assert host_resources(8, None) == ["--cpus-per-task=8"]
+    assert host_resources(None, 0.001) == ["--mem=2M"]
+    assert host_resources(None, None) == []
+
+
+def test_a_foreign_job_brings_the_cpus_and_memory_it_asked_slurm_for() -> None:
+    """squeue --json (22.05): ``--mem`` is memory_per_node, ``--mem-per-cpu`` memory_per_cpu
+    (per CPU of ``minimum_cpus_per_node``); one CPU a node is Slurm's default, not a need."""
+    base = {"name": "mine", "job_state": "PENDING", "comment": "ilucid", "node_count": 1}
+    jobs = parse_jobs(
+        {
+            "jobs": [
+                {**base, "job_id": 1, "memory_per_node": 3072, "minimum_cpus_per_node": 6},
+                {**base, "job_id": 2, "memory_per_cpu": 500, "minimum_cpus_per_node": 2},
+                {**base, "job_id": 3, "memory_per_node": None, "minimum_cpus_per_node": 1},
+            ]
+        }
+    )
+    asked = [(f.cpus, f.memory_gb) for f in map(foreign_job, jobs)]
+    assert asked == [(6.0, 3.0), (2.0, 1000 / 1024), (None, None)]

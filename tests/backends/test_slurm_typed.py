@@ -198,3 +198,98 @@ def test_a_share_of_one_gpu_is_refused_naming_the_field(live: Live) -> None:
         "gpu_milli: the slurm backend gives jobs whole GPUs only"
         " (leave gpu_milli out to ask for one whole GPU)"
     )
+
+
+def slurm_node(cluster: SlurmCluster, name: str) -> dict[str, str]:
+    """Slurm's own view of a node (``scontrol show node``): CPUTot, RealMemory (MiB)..."""
+    shown = subprocess.run(
+        ["scontrol", "show", "node", name, "--oneliner"],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(word.split("=", 1) for word in shown.split() if "=" in word)
+
+
+def slurm_job(live: Live, job_id: str) -> tuple[dict[str, Any], str]:
+    """The running Slurm job standing for ``job_id``: squeue's JSON record, and
+    ``scontrol show job -d`` (its per-node allocation lines included)."""
+    tag = f"{live.backend.prefix}{job_id}"
+    jobs = json.loads(live.cluster.squeue())["jobs"]
+    [raw] = [j for j in jobs if j["name"] == tag and j["job_state"] == "RUNNING"]
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-d", str(raw["job_id"])],
+        env=live.cluster.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return raw, shown
+
+
+def cpus_per_node(shown: str) -> dict[str, int]:
+    """Per node of a running job, how many CPUs Slurm allocated it (``CPU_IDs=0-5,8``)."""
+    counted = {}
+    for line in shown.splitlines():
+        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        if "CPU_IDs" in words and "Nodes" in words:
+            total = 0
+            for piece in words["CPU_IDs"].split(","):
+                first, _, last = piece.partition("-")
+                total += int(last or first) - int(first) + 1
+            counted[words["Nodes"]] = total
+    return counted
+
+
+def test_nodes_offer_the_cpus_and_memory_slurm_says_they_have(live: Live) -> None:
+    shown = live.nodes()
+    for name in ("node1", "node2"):
+        said = slurm_node(live.cluster, name)
+        cpus, memory_gb = float(said["CPUTot"]), int(said["RealMemory"]) / 1024
+        assert (shown[name]["cpus"], shown[name]["memory_gb"]) == (cpus, memory_gb)
+        assert (shown[name]["free_cpus"], shown[name]["free_memory_gb"]) == (cpus, memory_gb)
+
+
+def test_a_job_gets_from_slurm_the_cpus_and_memory_ilucid_booked(live: Live) -> None:
+    cpus = float(slurm_node(live.cluster, "node1")["CPUTot"])
+    memory_gb = int(slurm_node(live.cluster, "node1")["RealMemory"]) / 1024
+    job = live.submit(gpus=2, gpu_type="a100", cpus=cpus - 4, memory_gb=3)
+    assert live.until_running(job) == (("node1", 2),)
+    raw, shown = slurm_job(live, job)
+    assert (raw["minimum_cpus_per_node"], raw["memory_per_node"]) == (cpus - 4, 3 * 1024)
+    assert f"CPUs/Task={cpus - 4:g}" in shown and "MinMemoryNode=3G" in shown, shown
+    assert cpus_per_node(shown) == {"node1": cpus - 4}  # what Slurm allocated on the node
+    node1 = live.nodes()["node1"]
+    assert (node1["free_cpus"], node1["free_memory_gb"]) == (4, memory_gb - 3)
+    # 2 a100 GPUs are free on node1, but not 8 CPUs: ilucid holds it back (Slurm would too)
+    more = live.submit(gpus=1, gpu_type="a100", cpus=8)
+    live.passes(4)
+    assert live.state(more) == "pending"
+    assert "the most free on one of them: 4 CPUs" in live.explain(more), live.explain(more)
+
+
+def test_a_gang_gets_its_cpus_and_memory_on_each_node(live: Live) -> None:
+    gang = live.submit(gang=True, gpus=8, nodes=2, gpus_per_node=4, cpus=6, memory_gb=2)
+    assert sorted(live.until_running(gang)) == [("node1", 4), ("node2", 4)]
+    raw, shown = slurm_job(live, gang)
+    assert cpus_per_node(shown) == {"node1": 6, "node2": 6}, shown
+    assert raw["memory_per_node"] == 2 * 1024 and "MinMemoryNode=2G" in shown
+    assert live.ran_on(gang, tasks=2) == ["node1", "node2"]  # srun's tasks fit those CPUs
+
+
+def test_a_need_no_node_meets_is_refused_naming_the_field(live: Live) -> None:
+    said = slurm_node(live.cluster, "node1")
+    cpus, memory_gb = int(said["CPUTot"]), int(said["RealMemory"]) / 1024
+    for field, need, detail in (
+        ("cpus", cpus + 1, f"cpus: no node has {cpus + 1} CPUs (most here: {cpus} CPUs)"),
+        (
+            "memory_gb",
+            16,
+            f"memory_gb: no node has 16 GB (most here: {memory_gb:g} GB)",
+        ),
+    ):
+        body = {"command": live.command(), "gpus": 1, field: need}
+        response = live.client.post("/jobs", json=body, headers=live.headers)
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"] == detail

@@ -38,6 +38,8 @@ class FixedBackend:
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
         self.started.append(job_id)
         return ()

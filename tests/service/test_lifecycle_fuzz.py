@@ -49,6 +49,8 @@ class MemoryBackend:
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
         seen = self.jobs.get(job_id)
         if seen is not None and seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):

@@ -78,6 +78,10 @@ class ForeignJob:
     #: an indexed Job); None when its pods ask for different GPU counts
     nodes: int | None = None
     gpus_per_node: int | None = None
+    #: the CPUs and memory (GB) it asks of each node it uses (Slurm ``--mem``, Kubernetes
+    #: container requests): what ilucid books for it; None when it asks for none
+    cpus: float | None = None
+    memory_gb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,8 @@ class Backend(Protocol):
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
         """Launch; returns the GPU indices used, or None if they are not free yet.
 
@@ -108,6 +114,9 @@ class Backend(Protocol):
         node affinity) so what runs is what the core decided. ``run_as`` is the
         Unix user the job's token maps to: a backend that runs jobs itself as root
         runs the job as that user (or its default unprivileged one), never as root.
+        ``cpus`` and ``memory_gb`` are what the job needs on each node (None: not
+        stated), the amounts the core booked there: a backend whose manager allocates
+        CPUs and memory asks it for exactly these (Slurm ``--cpus-per-task``/``--mem``).
         """
         ...
 
@@ -140,8 +149,11 @@ class QueuesJobs(Protocol):
         gpus: int,
         cwd: str | None = None,
         job_class: str = "training",
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> None:
-        """Make the cluster manager's own queue hold the job (Slurm: a held sbatch job)."""
+        """Make the cluster manager's own queue hold the job (Slurm: a held sbatch job),
+        asking it for ``cpus`` and ``memory_gb`` on each node when they are stated."""
         ...
 
 

@@ -100,6 +100,7 @@ class KubernetesBackend:
         self._lost: dict[str, str] = {}  # ilucid id -> why it was taken off its nodes
         self._published: dict[str, str] = {}
         self._cancelled: set[str] = set()
+        self._unreadable: set[str] = set()  # workloads whose resources are not quantities
         self._started = False
 
     def _lister(self, kind: Kind) -> Callable[..., Any]:
@@ -139,8 +140,11 @@ class KubernetesBackend:
 
     def _inventory(self) -> Cluster:
         if self.cluster is None or self.nodes.generation != self._inventory_at:
+            try:
+                cluster, self.excluded, down = node_inventory(self.nodes.snapshot())
+            except ValueError as exc:  # a node's quantity is not one: say which, retry
+                raise BackendUnavailable(f"Kubernetes nodes: {exc}") from None
             self._inventory_at = self.nodes.generation
-            cluster, self.excluded, down = node_inventory(self.nodes.snapshot())
             if cluster != self.cluster:  # a node came or went
                 self.cluster = cluster
             now = self.clock()
@@ -158,7 +162,12 @@ class KubernetesBackend:
                 if job_id:
                     ours[job_id] = (kind, obj)
                 elif kind.suspended(obj) and kind.finished(obj) is None:
-                    foreign.append(_foreign(kind, obj))
+                    try:
+                        foreign.append(_foreign(kind, obj))
+                    except ValueError as exc:  # not accepted: ilucid could not book it
+                        if key_of(obj) not in self._unreadable:
+                            print(f"ilucid: not accepting {exc}", flush=True)
+                        self._unreadable.add(key_of(obj))
         self._jobs, self._foreign = ours, foreign
         observed = {job_id: self._as_observed(job_id, *entry) for job_id, entry in ours.items()}
         return Observation(cluster, observed)
@@ -263,7 +272,14 @@ class KubernetesBackend:
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
+        """Admit the workload on the placement's nodes. ``cpus`` and ``memory_gb`` are
+        its pods' own requests, read when it was accepted (``Kind.host_needs``), so its
+        pods already ask Kubernetes for what the core booked; they are not rewritten
+        (the API lets a suspended Job change only scheduling directives, resources only
+        from 1.35's MutablePodResourcesForSuspendedJobs on)."""
         entry = self._jobs.get(job_id)
         if entry is None:
             raise ValueError(f"job {job_id}: its Kubernetes workload is gone")
@@ -381,6 +397,7 @@ def _foreign(kind: Kind, obj: Obj) -> ForeignJob:
     estimate = str(annotations.get(ESTIMATE, ""))
     shape = kind.shape(obj)
     key = key_of(obj) if kind is JOB else f"{kind.plural}/{key_of(obj)}"
+    cpus, memory_gb = kind.host_needs(obj, f"{kind.kind} {key_of(obj)}")
     return ForeignJob(
         key=key,
         user=labels.get("ilucid.io/user", meta["namespace"]),
@@ -391,4 +408,6 @@ def _foreign(kind: Kind, obj: Obj) -> ForeignJob:
         gpu_type=gpu_type_of(kind.templates(obj)),
         nodes=shape[0] if shape else None,
         gpus_per_node=shape[1] if shape else None,
+        cpus=cpus,
+        memory_gb=memory_gb,
     )

@@ -20,7 +20,10 @@ its controller deletes all its pods, so a gang stops as a whole.
   Failed; running while any ``status.replicaStatuses[role].active``.
 
 A workload's GPUs are the sum over its templates of pods x the containers'
-``nvidia.com/gpu`` limits (requests when no limit is given).
+``nvidia.com/gpu`` limits (requests when no limit is given). Its CPUs and memory per node
+(what ilucid books on each node it places it on) are its pods' own ``cpu``/``memory``
+requests (limits when no request is given, as the API server defaults them): ilucid never
+rewrites them, so what runs is what it booked (see ``Kind.host_needs``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ilucid.backends.kubernetes_quantity import cpus_of, memory_gb_of
 from ilucid.core import Cluster, Node
 
 __all__ = [
@@ -87,6 +91,25 @@ class Template:
                 wanted = (resources.get("requests") or {}).get(GPU)
             total += _count(wanted)
         return total
+
+    def host_need(self, where: str) -> tuple[float | None, float | None]:
+        """One pod's CPUs and memory (GB): its containers' requests summed, or its
+        largest init container's when that is more (None: no container states it)."""
+        spec = self.spec.get("spec") or {}
+        found: list[float | None] = [None, None]
+        for index, (name, read) in enumerate((("cpu", cpus_of), ("memory", memory_gb_of))):
+            for group, combine in (("containers", sum), ("initContainers", max)):
+                amounts = []
+                for container in spec.get(group) or []:
+                    resources = container.get("resources") or {}
+                    value = (resources.get("requests") or {}).get(name)
+                    value = (resources.get("limits") or {}).get(name) if value is None else value
+                    if value is not None:
+                        field = f"{self.path}/spec/{group}/{container.get('name')}"
+                        amounts.append(read(value, f"{where}: {field} {name}"))
+                if amounts:
+                    found[index] = max(found[index] or 0.0, combine(amounts))
+        return found[0], found[1]
 
 
 def _job_templates(obj: Obj) -> list[Template]:
@@ -177,6 +200,25 @@ class Kind:
             return None
         return sum(t.pods for t in with_gpus), sizes.pop()
 
+    def host_needs(self, obj: Obj, where: str) -> tuple[float | None, float | None]:
+        """CPUs and memory (GB) the workload may take on one node it is placed on: a
+        gang's largest GPU pod (one a node) plus its pods without GPUs (a launcher may
+        share any of its nodes); a Job's pods all together (kube-scheduler may put them
+        all on one of its nodes). None where no pod states it."""
+        totals: list[float | None] = [None, None]
+        largest: list[float | None] = [None, None]
+        for template in self.templates(obj):
+            need = template.host_need(where)
+            alone = self.gang and template.gpus_per_pod > 0
+            for index, amount in enumerate(need):
+                if amount is None:
+                    continue
+                if alone:
+                    largest[index] = max(largest[index] or 0.0, amount)
+                else:
+                    totals[index] = (totals[index] or 0.0) + template.pods * amount
+        return _plus(largest[0], totals[0]), _plus(largest[1], totals[1])
+
     def admission(self, obj: Obj, nodes: list[str], placed_on: str) -> list[dict[str, Any]]:
         """The JSON patch that admits ``obj`` on ``nodes``: it tests that the object is
         the one read and still suspended, writes the node affinity into every pod
@@ -205,6 +247,10 @@ class Kind:
             )
         ops.append({"op": "replace", "path": suspend, "value": False})
         return ops
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 JOB = Kind(
@@ -285,16 +331,26 @@ def _not_ready(node: Obj) -> str | None:
     return "not Ready"
 
 
+def _allocatable(
+    allocatable: Obj, field: str, read: Callable[[object, str], float], node: str
+) -> float:
+    value = allocatable.get(field)
+    return 0.0 if value is None else read(value, f"node {node}: status.allocatable.{field}")
+
+
 def node_inventory(nodes: Iterable[Obj]) -> tuple[Cluster, dict[str, str], set[str]]:
     """Every node with allocatable GPUs as the core's node (so jobs running on one that
-    is cordoned or down stay accounted where they are); the ones that take no new pods,
-    with the reason (cordoned, not Ready); and of those, the ones that are down."""
+    is cordoned or down stay accounted where they are), with its allocatable CPUs and
+    memory (0 when not given); the ones that take no new pods, with the reason
+    (cordoned, not Ready); and of those, the ones that are down. A quantity that is not
+    one is a ValueError naming the node and field."""
     kept: list[Node] = []
     excluded: dict[str, str] = {}
     down: set[str] = set()
     for node in sorted(nodes, key=lambda n: str(_dig(n, "metadata", "name"))):
         name = str(_dig(node, "metadata", "name"))
-        gpus = _count((_dig(node, "status", "allocatable") or {}).get(GPU))
+        allocatable = _dig(node, "status", "allocatable") or {}
+        gpus = _count(allocatable.get(GPU))
         if gpus <= 0:
             continue
         not_ready = _not_ready(node)
@@ -308,5 +364,9 @@ def node_inventory(nodes: Iterable[Obj]) -> tuple[Cluster, dict[str, str], set[s
         topology = {key: labels[label] for key, label in TOPOLOGY.items() if label in labels}
         product = labels.get(PRODUCT, "generic")
         memory_gb = int(memory) / 1024.0 if memory.isdigit() else 0.0
-        kept.append(Node(name, gpus, product, memory_gb, topology))
+        cpus = _allocatable(allocatable, "cpu", cpus_of, name)
+        host_memory = _allocatable(allocatable, "memory", memory_gb_of, name)
+        kept.append(
+            Node(name, gpus, product, memory_gb, topology, cpus=cpus, memory_gb=host_memory)
+        )
     return Cluster(tuple(kept)), excluded, down

@@ -307,7 +307,12 @@ class LocalBackend:
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
+        """Run the job on the placement's GPUs. ``cpus`` and ``memory_gb`` are only
+        booked (the core keeps the host's CPUs and memory); nothing here enforces them
+        (no cgroup or CPU pinning): a local job may use more than it stated."""
         if not command:
             raise ValueError(f"job {job_id}: empty command")
         if placement is not None:

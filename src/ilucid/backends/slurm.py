@@ -51,12 +51,12 @@ from ilucid.backends.slurm_parse import (
     check_command,
     check_name,
     expand_hostlist,
+    foreign_job,
+    host_resources,
     logical_cluster,
-    opt_in_class,
     parse_jobs,
     parse_nodes,
     released_run,
-    tres_gpus,
     unavailable_reason,
     wait_status,
     with_run,
@@ -175,14 +175,18 @@ class SlurmBackend:
 
     # -- observing -----------------------------------------------------------------------
     def _refresh(self) -> None:
-        self._inventory(parse_nodes(self._json("sinfo", "--json")))
+        try:
+            nodes = parse_nodes(self._json("sinfo", "--json"))
+        except ValueError as exc:  # a field not as Slurm 22.05 writes it: say which
+            raise SlurmError(str(exc)) from None
+        self._inventory(nodes)
         ours: dict[str, list[SlurmJob]] = {}
         foreign: list[ForeignJob] = []
         for job in parse_jobs(self._json("squeue", "--json")):
             if job.name.startswith(self.prefix):
                 ours.setdefault(job.name.removeprefix(self.prefix), []).append(job)
             elif self._opted_in(job):
-                foreign.append(_foreign(job))
+                foreign.append(foreign_job(job))
         self._jobs = ours
         self._foreign = foreign
 
@@ -318,8 +322,11 @@ class SlurmBackend:
         gpus: int,
         cwd: str | None = None,
         job_class: str = "training",
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> None:
-        """Submit the job held (once: a job Slurm already has is left alone)."""
+        """Submit the job held (once: a job Slurm already has is left alone), asking
+        Slurm for the CPUs and memory the core books on each of its nodes."""
         if self._current(job_id) is not None:
             return
         check_name(job_id, "job id")
@@ -344,6 +351,7 @@ class SlurmBackend:
             args.append(f"--partition={self.partition}")
         if gpus > 0:
             args.append(f"--gres=gpu:{gpus}")  # what Slurm's queue shows while it is held
+        args += host_resources(cpus, memory_gb)
         args += [str(self.script), str(folder / "exit"), *command]
         slurm_id = int(self._run(*args).strip().split(";")[0])
         self._jobs.setdefault(job_id, []).append(_queued(slurm_id, self.prefix + job_id))
@@ -357,12 +365,18 @@ class SlurmBackend:
         cwd: str | None = None,
         placement: Sequence[tuple[str, int]] | None = None,
         run_as: str | None = None,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
+        """Write the core's placement into the held job and release it. Its CPUs and
+        memory were asked at ``sbatch`` (``enqueue``); a job lost with its node is
+        submitted afresh with them. Slurm keeps ``--cpus-per-task`` per node when the
+        placement spreads the job over several nodes (one task a node)."""
         job = self._current(job_id)
         if job is None or job.state == "NODE_FAIL":  # lost with its node: submit afresh
             if job is not None:
                 self._jobs[job_id] = []
-            self.enqueue(job_id, command, gpus, cwd)
+            self.enqueue(job_id, command, gpus, cwd, cpus=cpus, memory_gb=memory_gb)
             job = self._current(job_id)
             assert job is not None
         if job.state in _ACTIVE or job.state in _ENDED:
@@ -475,22 +489,6 @@ class SlurmBackend:
         (self.root / job_id / "exit").unlink(missing_ok=True)
         self._stopping.discard(job_id)
         self._ran_on.pop(job_id, None)
-
-
-def _foreign(job: SlurmJob) -> ForeignJob:
-    """An opted-in job as it asked Slurm: ``--gres=gpu:a100:2 --nodes=2`` is 2 x 2 a100."""
-    gpu_type, per_node = tres_gpus(job.tres_per_node)
-    nodes = max(1, job.node_count)
-    return ForeignJob(
-        str(job.job_id),
-        job.user,
-        per_node * nodes,
-        opt_in_class(job.comment),
-        job.name,
-        gpu_type=gpu_type,
-        nodes=nodes,
-        gpus_per_node=per_node,
-    )
 
 
 def _queued(slurm_id: int, name: str, reason: str = "JobHeldUser") -> SlurmJob:

@@ -10,11 +10,13 @@ identical GPUs; a job's placement on ``node1/v100`` becomes
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ilucid.backends.base import ForeignJob
 from ilucid.core import Cluster, Node
 
 __all__ = [
@@ -23,7 +25,9 @@ __all__ = [
     "check_command",
     "check_name",
     "expand_hostlist",
+    "foreign_job",
     "gpu_indices",
+    "host_resources",
     "logical_cluster",
     "opt_in_class",
     "parse_gres",
@@ -187,6 +191,9 @@ class SlurmNode:
     state: str
     partitions: tuple[str, ...]
     reason: str
+    #: what Slurm says the node has (``cpus``, ``real_memory`` in MiB); 0 when it does not
+    cpus: int = 0
+    memory_mib: int = 0
 
     @property
     def usable(self) -> bool:
@@ -206,7 +213,19 @@ def unavailable_reason(node: SlurmNode) -> str | None:
     return f"{state}: {node.reason}" if node.reason else state
 
 
+def _amount(raw: Mapping[str, Any], field: str, what: str) -> int:
+    """A whole, non-negative number Slurm reports (0 when the field is absent or null)."""
+    value = raw.get(field)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"sinfo --json: {what}: {field} {value!r} is not a whole number >= 0")
+    return value
+
+
 def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
+    """Nodes as ``sinfo --json`` (22.05) gives them: GPUs from ``gres``, CPUs from
+    ``cpus`` and memory (MiB) from ``real_memory`` (the node's configured RealMemory)."""
     nodes = []
     for raw in document.get("nodes", []):
         counts: dict[str, int] = {}
@@ -222,6 +241,8 @@ def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
                 state=state,
                 partitions=tuple(raw.get("partitions", [])),
                 reason=str(raw.get("reason", "")),
+                cpus=_amount(raw, "cpus", f"node {raw['name']}"),
+                memory_mib=_amount(raw, "real_memory", f"node {raw['name']}"),
             )
         )
     return nodes
@@ -231,7 +252,13 @@ def logical_cluster(
     nodes: Sequence[SlurmNode], partition: str | None = None
 ) -> tuple[Cluster, dict[str, tuple[str, str | None]]]:
     """The core's cluster: one node per (Slurm node, GPU type); and each logical node's
-    Slurm node name and GPU type (None when the GPUs are untyped)."""
+    Slurm node name and GPU type (None when the GPUs are untyped).
+
+    Each logical node offers the whole Slurm node's CPUs and memory (GB of 2**30 bytes,
+    as the local backend counts them): the two halves of a node with two GPU types book
+    against the same CPUs and memory, as the local backend's profiler split does; a split
+    by GPUs would refuse a job half the node's CPUs. Slurm itself still holds a job whose
+    CPUs or memory the other half has taken (it waits for Resources)."""
     core_nodes: list[Node] = []
     where: dict[str, tuple[str, str | None]] = {}
     for node in sorted(nodes, key=lambda n: n.name):
@@ -242,7 +269,17 @@ def logical_cluster(
             name = node.name if len(types) == 1 else f"{node.name}/{gpu_type}"
             typed = None if gpu_type == "gpu" else gpu_type
             labels = {"slurm_node": node.name}
-            core_nodes.append(Node(name, node.gpus[gpu_type], typed or "generic", 0.0, labels))
+            core_nodes.append(
+                Node(
+                    name,
+                    node.gpus[gpu_type],
+                    typed or "generic",
+                    0.0,
+                    labels,
+                    cpus=float(node.cpus),
+                    memory_gb=node.memory_mib / 1024,
+                )
+            )
             where[name] = (node.name, typed)
     return Cluster(tuple(core_nodes)), where
 
@@ -262,11 +299,18 @@ class SlurmJob:
     exit_code: int
     restarts: int
     node_count: int = 1
+    #: what the job asked of each node: ``--mem`` (MiB) and its CPUs (0: not stated)
+    memory_per_node_mib: int = 0
+    min_cpus_per_node: int = 0
 
 
 def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
     jobs = []
     for raw in document.get("jobs", []):
+        cpus = int(raw.get("minimum_cpus_per_node", 0) or 0)
+        # --mem is memory_per_node; --mem-per-cpu is memory_per_cpu (MiB) x its CPUs a node
+        memory = int(raw.get("memory_per_node", 0) or 0)
+        memory = memory or int(raw.get("memory_per_cpu", 0) or 0) * max(cpus, 1)
         jobs.append(
             SlurmJob(
                 job_id=int(raw["job_id"]),
@@ -282,6 +326,8 @@ def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
                 exit_code=int(raw.get("exit_code", 0) or 0),
                 restarts=int(raw.get("restart_cnt", 0) or 0),
                 node_count=int(raw.get("node_count", 1) or 1),
+                memory_per_node_mib=memory,
+                min_cpus_per_node=cpus,
             )
         )
     return jobs
@@ -323,3 +369,34 @@ def wait_status(status: int) -> int:
     if status & 0x7F:
         return -(status & 0x7F)
     return (status >> 8) & 0xFF
+
+
+def foreign_job(job: SlurmJob) -> ForeignJob:
+    """An opted-in job as it asked Slurm: ``--gres=gpu:a100:2 --nodes=2`` is 2 x 2 a100."""
+    gpu_type, per_node = tres_gpus(job.tres_per_node)
+    nodes = max(1, job.node_count)
+    return ForeignJob(
+        str(job.job_id),
+        job.user,
+        per_node * nodes,
+        opt_in_class(job.comment),
+        job.name,
+        gpu_type=gpu_type,
+        nodes=nodes,
+        gpus_per_node=per_node,
+        # one CPU a node is Slurm's own default: booked only when the job asked for more
+        cpus=float(job.min_cpus_per_node) if job.min_cpus_per_node > 1 else None,
+        memory_gb=job.memory_per_node_mib / 1024 if job.memory_per_node_mib else None,
+    )
+
+
+def host_resources(cpus: float | None, memory_gb: float | None) -> list[str]:
+    """sbatch's options for the CPUs and memory a job needs on each node: whole CPUs
+    (``--cpus-per-task``, rounded up: Slurm allocates no fractions) and ``--mem`` in
+    MiB (ilucid's GB is 2**30 bytes), rounded up."""
+    args = []
+    if cpus is not None:
+        args.append(f"--cpus-per-task={math.ceil(cpus)}")
+    if memory_gb is not None:
+        args.append(f"--mem={math.ceil(memory_gb * 1024)}M")
+    return args

@@ -49,7 +49,15 @@ class BackendQueue:
         if self.queues is None:
             return
         try:
-            self.queues.enqueue(row.id, json.loads(row.command), row.gpus, row.cwd, row.job_class)
+            self.queues.enqueue(
+                row.id,
+                json.loads(row.command),
+                row.gpus,
+                row.cwd,
+                row.job_class,
+                cpus=row.cpus,
+                memory_gb=row.memory_gb,
+            )
         except (BackendUnavailable, ValueError) as exc:
             print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
 
@@ -95,6 +103,8 @@ class BackendQueue:
             gpu_type=foreign.gpu_type,
             nodes=foreign.nodes if gang else None,
             gpus_per_node=foreign.gpus_per_node if gang else None,
+            cpus=foreign.cpus,  # what it asked its manager for: what the core books
+            memory_gb=foreign.memory_gb,
             command=json.dumps([f"{name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
             estimate_s=foreign.estimate_s,

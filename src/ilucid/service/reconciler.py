@@ -451,6 +451,8 @@ class Reconciler:
                     cwd=row.cwd,
                     placement=placement,
                     run_as=row.run_as,
+                    cpus=row.cpus,  # what the core booked on each node of the placement
+                    memory_gb=row.memory_gb,
                 )
         except BackendUnavailable as exc:  # tried again on the next pass
             print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
