@@ -77,9 +77,10 @@ class JobSpec:
             raise ValueError(f"job {self.id}: duration must be >= 0, got {self.duration}")
         if not 0 < self.gpu_milli <= 1000:
             raise ValueError(f"job {self.id}: gpu_milli must be in 1..1000, got {self.gpu_milli}")
-        for name, need in (("cpus", self.cpus), ("memory_gb", self.memory_gb)):
-            if need is not None and not 0 < need < float("inf"):
-                raise ValueError(f"job {self.id}: {name} must be > 0 and finite, got {need}")
+        if self.cpus is not None or self.memory_gb is not None:  # (rare: keep copies cheap)
+            for name, need in (("cpus", self.cpus), ("memory_gb", self.memory_gb)):
+                if need is not None and not 0 < need < float("inf"):
+                    raise ValueError(f"job {self.id}: {name} must be > 0 and finite, got {need}")
         if self.gpu_milli < 1000 and self.num_gpus != 1:
             raise ValueError(
                 f"job {self.id}: a share of one GPU (gpu_milli {self.gpu_milli}) needs"

@@ -1,7 +1,7 @@
-"""Filters and the consolidating placer.
+"""The consolidating placer, and why a job finds no room.
 
-Filters judge whether a kind of node can ever host a job (GPU type, GPU memory);
-the placer then picks concrete nodes among the free GPUs. Both explain a refusal
+Filters (:mod:`ilucid.core.filters`) judge whether a kind of node can ever host a
+job; the placer then picks concrete nodes among the free GPUs. Both explain a refusal
 with a sentence that leads with the binding constraint, then counts the other
 nodes the way ``kubectl describe pod`` does: "all 1,200 A100 GPUs are busy
 (1,100 training, 100 inference); other nodes: 22 with GPU type V100 (needs A100)".
@@ -14,9 +14,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
+from ilucid.core.filters import (
+    DEFAULT_FILTERS,
+    Filter,
+    GpuMemoryFilter,
+    GpuTypeFilter,
+    HostFilter,
+    allowed_types,
+)
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
-from ilucid.core.model import Cluster, JobSpec, Node, Placement
+from ilucid.core.model import Cluster, JobSpec, Placement
 from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open_to, pool_words
 
 __all__ = [
@@ -31,78 +39,6 @@ __all__ = [
     "never_placeable",
     "why_unplaced",
 ]
-
-
-class Filter(Protocol):
-    """Judges whether a node could host a job at all, whatever is running on it."""
-
-    name: str
-
-    def reject(self, job: JobSpec, node: Node) -> Reason | None: ...
-
-
-class GpuTypeFilter:
-    """``gpu_type`` may list alternatives separated by ``|`` (as Alibaba's ``gpu_spec`` does)."""
-
-    name = "gpu-type"
-
-    def reject(self, job: JobSpec, node: Node) -> Reason | None:
-        if job.gpu_type is None:
-            return None
-        wanted = job.gpu_type.split("|")
-        if node.gpu_type in wanted:
-            return None
-        return Reason(
-            "GpuTypeMismatch",
-            f"with GPU type {node.gpu_type} (needs {' or '.join(wanted)})",
-        )
-
-
-class GpuMemoryFilter:
-    name = "gpu-memory"
-
-    def reject(self, job: JobSpec, node: Node) -> Reason | None:
-        need = job.gpu_memory_gb
-        if need is None or node.gpu_memory_gb <= 0 or node.gpu_memory_gb >= need:
-            return None
-        return Reason(
-            "InsufficientGpuMemory",
-            f"with {node.gpu_memory_gb:g} GB GPUs (needs {need:g} GB)",
-            {"have_gb": node.gpu_memory_gb, "need_gb": need},
-        )
-
-
-class HostFilter:
-    """CPUs and memory a job needs on each node, against what the node has at all (a
-    node whose cluster manager does not say has no limit)."""
-
-    name = "host"
-
-    def reject(self, job: JobSpec, node: Node) -> Reason | None:
-        for need, have, unit in (
-            (job.cpus, node.cpus, "CPUs"),
-            (job.memory_gb, node.memory_gb, "GB of memory"),
-        ):
-            if need is not None and have > 0 and have < need:
-                return Reason(
-                    "InsufficientHost",
-                    f"with {have:g} {unit} (needs {need:g})",
-                    {"have": have, "need": need},
-                )
-        return None
-
-
-DEFAULT_FILTERS: tuple[Filter, ...] = (GpuTypeFilter(), GpuMemoryFilter(), HostFilter())
-
-
-def allowed_types(
-    job: JobSpec, cluster: Cluster, filters: Sequence[Filter] = DEFAULT_FILTERS
-) -> tuple[str, ...] | None:
-    """GPU types whose nodes pass every filter; ``None`` means all (the fast, common case)."""
-    if (job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb) == (None, None, None, None):
-        return None
-    types = {n.gpu_type for n in cluster.nodes if all(f.reject(job, n) is None for f in filters)}
-    return tuple(sorted(types))
 
 
 class Placer(Protocol):

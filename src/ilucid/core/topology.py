@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ilucid.core.decision import ScorePart
+from ilucid.core.filters import DEFAULT_FILTERS, Filter
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.model import JobSpec, Placement
-from ilucid.core.placement import DEFAULT_FILTERS, ConsolidatingPlacer, Filter
+from ilucid.core.placement import ConsolidatingPlacer
 
 __all__ = ["TOPOLOGY_LEVELS", "TopologyPlacer"]
 

@@ -55,6 +55,7 @@ from ilucid.service.job_store import (
     spec_of,
 )
 from ilucid.service.latency import Latency
+from ilucid.service.launch_words import share_gpus, why_these_gpus
 from ilucid.service.lifecycle import NO_GPUS, Stimulus
 from ilucid.service.live_sampling import Sampler
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
@@ -397,7 +398,8 @@ class Reconciler:
                     job_id=decision.job_id,
                     action=decision.action.value,
                     code=reason.code if reason else "",
-                    message=decision.explain() + self._why_these_gpus(decision),
+                    message=decision.explain()
+                    + why_these_gpus(self.scheduler, self.cluster, decision),
                     placement=json.dumps(decision.placement.parts) if decision.placement else "",
                 )
             )
@@ -413,20 +415,6 @@ class Reconciler:
                 row.preemptions += 1
                 row.gpu_indices = ""
                 self.stopping[row.id] = "preempted"
-
-    def _why_these_gpus(self, decision: Decision) -> str:
-        """The placer's score parts for a start: why these nodes and GPUs."""
-        state = self.scheduler.jobs.get(decision.job_id)
-        if decision.action is not Action.START or decision.placement is None or state is None:
-            return ""
-        parts = self.scheduler.placer.explain(state.spec, decision.placement, self.scheduler.free)
-        if not parts:
-            return ""
-        nodes = self.cluster.nodes
-        where = ", ".join(f"{nodes[i].name} x{n}" for i, n in decision.placement.parts)
-        # + 0.0: a score of -0.0 reads as +0
-        terms = "; ".join(f"{p.plugin} {p.value + 0.0:+g} ({p.detail})" for p in parts)
-        return f". Why these GPUs ({where}): {terms}"
 
     def _launch(self, session: Session, row: JobRow) -> None:
         state = self.scheduler.jobs.get(row.id)
@@ -477,23 +465,10 @@ class Reconciler:
         sharer = self.capabilities.shares
         if sharer is None:
             raise ValueError(f"the {self.backend.name} backend cannot share a GPU between jobs")
-        ((index, _),) = placement.parts
-        peers = [
-            job.spec.id
-            for job in self.scheduler.jobs.values()
-            if job.spec.id != row.id
-            and job.placement is not None
-            and job.placement.share == placement.share
-            and job.placement.parts[0][0] == index
-        ]
-        on_gpus: tuple[int, ...] | None = None
-        for peer in peers:  # (only running jobs keep a placement)
-            peer_row = session.get(JobRow, peer)
-            if peer_row is not None and peer_row.gpu_indices not in ("", NO_GPUS):
-                on_gpus = tuple(int(g) for g in peer_row.gpu_indices.split(","))
-                break
-        if on_gpus is None and peers and min(peers) < row.id:
+        on_gpus = share_gpus(self.scheduler, session, row.id, placement)
+        if isinstance(on_gpus, str):
             return None  # the share's first job opens it
+        ((index, _),) = placement.parts
         return sharer.start_shared(
             row.id,
             json.loads(row.command),
