@@ -79,8 +79,8 @@ class ConsolidatingPlacer:
             return self._place_fraction(job, free, pool)
         if need > free.pool_free.get(pool, 0):
             return None
-        if job.cpus is not None or job.memory_gb is not None:
-            return self._place_hosted(job, free, pool)
+        if job.cpus is not None or job.memory_gb is not None or job.shape is not None:
+            return self._place_constrained(job, free, pool)
         types = self._types(job, free)
         for preferred in job.preferred_gpu_types:  # soft: first the types it runs fastest on
             if preferred in free.types and (types is None or preferred in types):
@@ -121,22 +121,29 @@ class ConsolidatingPlacer:
                 return Placement(((node, 1),), share, job.gpu_milli, cpus, memory)
         return None
 
-    def _place_hosted(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
-        """A job that states CPUs or memory: only nodes with that much free count (each
-        node it spans gives it both), in the consolidating order."""
+    def _place_constrained(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
+        """A job that states CPUs or memory per node, or a gang shape (``nodes`` x
+        ``gpus_per_node``): only nodes with that much free count, in the consolidating
+        order; a gang's parts go to distinct nodes, the largest part first, each to the
+        node that fits it best."""
         cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
+        host = cpus > 0 or memory > 0
 
         def room(index: int) -> bool:
-            return free.has_room(index, cpus, memory)
+            return not host or free.has_room(index, cpus, memory)
 
         need = job.num_gpus
         for wanted in self._tries(job, free):
-            node = free.best_fit_where(need, wanted, pool, room)
-            parts = (
-                ((node, need),)
-                if node is not None
-                else _spread(need, [i for i in free.descending(wanted, pool) if room(i)], free)
-            )
+            parts: tuple[tuple[int, int], ...] | None
+            if job.shape is not None:
+                parts = _gang(job.shape, wanted, pool, free, room)
+            else:
+                node = free.best_fit_where(need, wanted, pool, room)
+                parts = (
+                    ((node, need),)
+                    if node is not None
+                    else _spread(need, [i for i in free.descending(wanted, pool) if room(i)], free)
+                )
             if parts is not None:
                 return Placement(parts, cpus=cpus, memory_gb=memory)
         return None
@@ -207,6 +214,26 @@ class ConsolidatingPlacer:
                 f"leaves {plural(left, 'GPU')} free there",
             ),
         )
+
+
+def _gang(
+    shape: Sequence[int],
+    types: tuple[str, ...] | None,
+    pool: str,
+    free: FreeGpus,
+    room: Callable[[int], bool],
+) -> tuple[tuple[int, int], ...] | None:
+    """Each part of a gang on its own node, largest first, by best fit (largest-first
+    best fit finds distinct nodes whenever any assignment exists), in node order."""
+    used: set[int] = set()
+    parts: list[tuple[int, int]] = []
+    for size in sorted(shape, reverse=True):
+        node = free.best_fit_where(size, types, pool, lambda i: i not in used and room(i))
+        if node is None:
+            return None
+        used.add(node)
+        parts.append((node, size))
+    return tuple(sorted(parts))
 
 
 def _spread(
@@ -300,7 +327,9 @@ def explain_unplaceable(
             counts["other"] += unknown
         return class_split(counts)
 
-    short = _host_short(job, free, usable) if sum(room) >= job.num_gpus else None
+    short = None
+    if sum(room) >= job.num_gpus:
+        short = _host_short(job, free, usable) or _gang_short(job, free, usable)
     if short is not None:
         return Reason(
             "InsufficientHost", short + (f"; other nodes: {tally}" if tally else ""), numbers
@@ -338,6 +367,20 @@ def _host_short(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str | No
         f"{len(short)} of {plural(len(with_gpus), 'node')} with free GPUs"
         f" {'lacks' if len(short) == 1 else 'lack'} the free CPUs or memory (the most free"
         f" on one of them: {most}); the job needs {wants} on each node"
+    )
+
+
+def _gang_short(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str | None:
+    """For a gang (``nodes`` x ``gpus_per_node``) whose GPUs are free but not on enough
+    nodes: how many nodes have a part's worth free."""
+    if job.shape is None or len(job.shape) < 2:
+        return None
+    part, count = max(job.shape), len(job.shape)
+    fitting = sum(1 for i in usable if free.free[i] >= part)
+    verb = "has" if fitting == 1 else "have"
+    return (
+        f"the job needs {count} x {part} {_noun(job, part)}: {fitting} of"
+        f" {plural(len(usable), 'node')} {verb} {part} free (needs {count} such nodes)"
     )
 
 
@@ -446,7 +489,7 @@ def never_placeable(
     verdicts: dict[tuple[object, ...], Reason | None] = {}
     refused: dict[str, Reason] = {}
     for job in jobs:
-        shape = (job.num_gpus, job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb)
+        shape = (job.num_gpus, job.gpu_type, job.gpu_memory_gb, job.cpus, job.memory_gb, job.shape)
         if shape not in verdicts:
             fits = placer.place(job, empty) is not None
             verdicts[shape] = None if fits else explain_unplaceable(job, empty)
