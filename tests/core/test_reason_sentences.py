@@ -316,3 +316,18 @@ def test_score_parts_never_read_minus_zero() -> None:
     ]
     assert math.copysign(1.0, ScorePart("best-fit", -0.0, "").value) == 1.0
     assert f"{ScorePart('x', -float(0), '').value:+g}" == "+0"
+
+
+def test_a_start_on_gpus_a_preemption_freed_names_the_job_it_displaced() -> None:
+    """The re-planning walk (srtf here; the default profile's too) preempts the longest
+    job for a shorter one; the start says whose GPUs it took."""
+    cluster = Cluster((Node("n0", 2), Node("n1", 2)))
+    scheduler = Scheduler(cluster, make_policy("srtf"))
+    scheduler.submit(JobSpec("long", 0.0, 2, 9000.0, estimate=9000.0), 0.0)
+    scheduler.submit(JobSpec("other", 0.0, 2, 8000.0, estimate=8000.0), 0.0)
+    scheduler.schedule(0.0)
+    scheduler.submit(JobSpec("short", 10.0, 2, 100.0, estimate=100.0), 10.0)
+    decisions = {d.job_id: d for d in scheduler.schedule(10.0)}
+    assert decisions["long"].action.value == "preempt"
+    start = decisions["short"].explain()
+    assert start.endswith("; on GPUs freed by preempting long (training, 2 GPUs)"), start

@@ -10,7 +10,7 @@ faithful prediction of what the service would decide.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ilucid.core.decision import Action, Decision, Reason
 from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
@@ -198,6 +198,15 @@ class SchedulingPass:
                 startup_s=startup_s,
             )
         )
+
+    def add_reason(self, job_id: str, reason: Reason) -> None:
+        """Add ``reason`` to the latest decision on ``job_id`` in this pass."""
+        for index in range(len(self.decisions) - 1, -1, -1):
+            decision = self.decisions[index]
+            if decision.job_id == job_id:
+                self.decisions[index] = replace(decision, reasons=(*decision.reasons, reason))
+                return
+        raise ValueError(f"no decision on {job_id} in this pass")
 
     def start_packed(self, job: JobState, partner: JobState, why: str) -> None:
         """Start ``job`` on the GPUs of running ``partner``: both then share them."""

@@ -105,8 +105,11 @@ def load_philly(path: Path) -> Trace:
         if size == 0:
             skipped["uses no GPU"] += 1
             continue
-        shape = _shape(row, row.text("shape"), size)
-        jobs.append(JobSpec(row.text("job id"), submit, size, duration, shape=shape))
+        # checked, not kept: the shape is how Philly's scheduler happened to spread the
+        # job ("2+1+1"), not a request; a replay's placer decides it (a JobSpec shape
+        # binds the placer, as a live gang's nodes x gpus_per_node does)
+        _shape(row, row.text("shape"), size)
+        jobs.append(JobSpec(row.text("job id"), submit, size, duration))
     return _trace(path, jobs, skipped)
 
 

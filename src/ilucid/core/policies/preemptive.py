@@ -21,6 +21,7 @@ import heapq
 import math
 from collections.abc import Iterator
 
+from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.policies.replan_orders import (
     EstimateOrder,
@@ -30,6 +31,7 @@ from ilucid.core.policies.replan_orders import (
 )
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
+from ilucid.core.wait_words import plural
 
 __all__ = [
     "EstimateOrder",
@@ -287,10 +289,15 @@ class ReplanningPolicy(PolicyBase):
                 break
             candidate = self._next_candidate(heads, quota)
         jobs = self._jobs
+        displaced: dict[int, dict[str, JobState]] = {}  # node -> jobs preempted there now
         self._in_pass = True
         try:
             for entry in victims:
-                self._preempt(step, jobs[int(entry[-2])])
+                victim = jobs[int(entry[-2])]
+                if victim.placement is not None:
+                    for node in victim.placement.node_indices:
+                        displaced.setdefault(node, {})[victim.spec.id] = victim
+                self._preempt(step, victim)
         finally:
             self._in_pass = False
         # free GPUs only shrink while chosen jobs start: a request that found no room
@@ -308,10 +315,15 @@ class ReplanningPolicy(PolicyBase):
                 spec.shape,
                 spec.preferred_gpu_types,
                 spec.gpu_milli,
+                spec.cpus,
+                spec.memory_gb,
             )
             if request in no_room:
                 continue
-            if not self._start(step, job) and remember:
+            if self._start(step, job):
+                if displaced:
+                    _name_displaced(step, job, displaced)
+            elif remember:
                 no_room.add(request)
 
     # -- extension hooks (the default profile fills them in) -------------------------
@@ -332,6 +344,22 @@ class ReplanningPolicy(PolicyBase):
     def _keeps_key(self, job: JobState) -> bool:
         """Whether a running job's key is fixed until it ends (its re-keys are void)."""
         return False
+
+
+def _name_displaced(
+    step: SchedulingPass, job: JobState, displaced: dict[int, dict[str, JobState]]
+) -> None:
+    """A start on GPUs this pass's preemptions freed names the jobs it displaced."""
+    assert job.placement is not None
+    victims: dict[str, JobState] = {}
+    for node in job.placement.node_indices:
+        victims.update(displaced.get(node, {}))
+    if victims:
+        names = ", ".join(
+            f"{v.spec.id} ({v.spec.job_class.value}, {plural(v.spec.num_gpus, 'GPU')})"
+            for v in victims.values()
+        )
+        step.add_reason(job.spec.id, Reason("Displaced", f"on GPUs freed by preempting {names}"))
 
 
 def estimate_srtf(
