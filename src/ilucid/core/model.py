@@ -42,8 +42,9 @@ class JobSpec:
     ``duration`` is the job's real run time on its requested GPUs. Oracle policies
     (SJF, SRTF) may read it; realistic policies must estimate it instead.
     ``shape`` is a gang's required per-node split (e.g. ``(8, 8)``: two nodes of
-    8 GPUs each), which the placer honours; when absent the placer chooses the split. ``estimate`` is the duration a driver's
-    estimator predicted at submission (the core never fits models itself).
+    8 GPUs each), which the placer honours; when absent the placer chooses the split.
+    ``estimate`` is the duration a driver's estimator predicted at submission (the
+    core never fits models itself).
     ``checkpoint_s`` is how often the job saves its state (None: the scheduler's
     default); a preemption loses the work done since the last save.
     """
