@@ -104,3 +104,35 @@ def test_whatif_replays_the_history_under_a_list_of_policies(served) -> None:  #
     # the service's own policy first, then each one asked for, one row each
     assert [line.split()[0] for line in lines[3:]] == ["ilucid", "fifo", "sjf"]
     assert all(line.split()[1] == str(len(jobs)) for line in lines[3:])
+
+
+def test_whatif_replays_on_a_dask_cluster_as_tasks(served) -> None:  # type: ignore[no-untyped-def]
+    """``--scheduler`` runs each policy's replay as a task on that cluster's workers (a
+    separate process here), with the same figures as the local replay."""
+    from distributed import LocalCluster
+
+    data, env = served
+    common = ("--data-dir", str(data))
+    for _ in range(2):
+        run_ilucid("submit", *common, "--gpus", "1", "--", "sleep", "0.2", env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if run_ilucid("jobs", *common, env=env).stdout.count("succeeded") == 2:
+            break
+        time.sleep(0.3)
+    local = run_ilucid("whatif", *common, "--policy", "fifo,sjf", env=env)
+    assert local.returncode == 0, local.stderr
+    with LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        address = cluster.scheduler_address
+        remote = run_ilucid(
+            "whatif", *common, "--policy", "fifo,sjf", "--scheduler", address, env=env
+        )
+        assert remote.returncode == 0, remote.stderr
+        # the scheduler saw the replays as tasks (keys are prefixed by the function)
+        assert "replay_policy" in cluster.scheduler.task_prefixes
+    # the wall-time column aside, the figures are the local replay's
+    assert [line.rsplit(None, 1)[0] for line in remote.stdout.splitlines()] == [
+        line.rsplit(None, 1)[0] for line in local.stdout.splitlines()
+    ]

@@ -14,8 +14,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -29,6 +29,10 @@ from ilucid.cli.common import (
 from ilucid.cli.tables import print_table, summary_rows
 from ilucid.service.client import call_service
 from ilucid.settings.profile_file import resolve_policies
+
+if TYPE_CHECKING:
+    from ilucid.core import Cluster, JobSpec
+    from ilucid.sim.runner import PolicyRun
 
 __all__ = ["COMMANDS"]
 
@@ -249,6 +253,12 @@ def _add_whatif(whatif: argparse.ArgumentParser) -> None:
         help="comma-separated profiles or profile files (*.toml) to compare with the"
         " service's current one, e.g. fifo,sjf (replayed here; `ilucid policies` lists them)",
     )
+    whatif.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="replay on this Dask cluster's workers (tcp://host:8786), each policy a task;"
+        " default: a local process per policy, never in the service's process",
+    )
 
 
 def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
@@ -279,7 +289,10 @@ def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
         os.unlink(handle.name)
     cluster = Cluster.homogeneous(len(nodes), max(n["gpus"] for n in nodes))
     policies = list(dict.fromkeys([current, *others]))  # the current first, each once
-    runs = run_policies(trace.jobs, cluster, policies, processes=1)
+    if args.scheduler:
+        runs = _replay_on_dask(args.scheduler, trace.jobs, cluster, policies)
+    else:
+        runs = run_policies(trace.jobs, cluster, policies)
     for run in runs:
         if run.result is None:
             print(f"what-if: {run.name} failed: {run.error}", file=sys.stderr)
@@ -287,6 +300,22 @@ def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
     print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
     print_table(*summary_rows(summaries))
     return 0 if all(r.result is not None for r in runs) else 1
+
+
+def _replay_on_dask(
+    address: str, jobs: Sequence[JobSpec], cluster: Cluster, policies: Sequence[str]
+) -> list[PolicyRun]:
+    """Each policy's replay as a task on the Dask cluster at ``address``."""
+    from ilucid.sim.runner import replay_policy
+    from ilucid.sweep.engine import open_client
+
+    with open_client(0, address) as client:
+        assert client is not None
+        futures = [
+            client.submit(replay_policy, jobs, cluster, name, pure=False) for name in policies
+        ]
+        runs: list[PolicyRun] = client.gather(futures)  # type: ignore[no-untyped-call, unused-ignore]
+    return runs
 
 
 COMMANDS = (

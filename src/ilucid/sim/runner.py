@@ -72,21 +72,45 @@ def _detail(
 def _run_one(task: tuple[int, str]) -> PolicyRun:
     index, name = task
     assert _payload is not None
-    jobs, cluster, config, options = _payload
-    options = dict(options)
-    options_explain = {"job": options.pop("explain", None)}
 
     def progress(fraction: float) -> None:
         if _shared is not None:
             _shared[index] = fraction
 
+    return _replay(name, _payload, _lucid_inputs, progress)
+
+
+def replay_policy(
+    jobs: Sequence[JobSpec],
+    cluster: Cluster,
+    name: str,
+    config: SchedulerConfig | None = None,
+) -> PolicyRun:
+    """One policy's replay with everything it needs passed in: a task another process
+    (a Dask worker) runs on its own."""
+    config = config or SchedulerConfig()
+    lucid: tuple[Path | None, list[tuple[float, Forecast]]] | None = None
+    if needs_profiler(name):
+        lucid = (profile_dir(), walk_forward_forecasts(jobs) if needs_forecasts(name) else [])
+    return _replay(name, (jobs, cluster, config, {}), lucid, lambda fraction: None)
+
+
+def _replay(
+    name: str,
+    payload: tuple[Sequence[JobSpec], Cluster, SchedulerConfig, dict[str, Any]],
+    lucid_inputs: tuple[Path | None, list[tuple[float, Forecast]]] | None,
+    progress: Callable[[float], None],
+) -> PolicyRun:
+    jobs, cluster, config, options = payload
+    options = dict(options)
+    options_explain = {"job": options.pop("explain", None)}
     try:
         policy = make_policy(name, **options)
         annotator = WalkForwardEstimates(jobs) if needs_estimates(name) else None
         world: World | None = None
         forecasts: list[tuple[float, Forecast]] = []
-        if needs_profiler(name) and _lucid_inputs is not None:
-            profiles, all_forecasts = _lucid_inputs
+        if needs_profiler(name) and lucid_inputs is not None:
+            profiles, all_forecasts = lucid_inputs
             forecasts = all_forecasts if needs_forecasts(name) else []
             if profiles is not None:
                 world = LucidWorld.from_directory(profiles, annotator)
