@@ -279,6 +279,14 @@ class FreeGpus:
         nodes.sort()
         return nodes
 
+    def count_uniform_wholly_free(
+        self, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> int:
+        """How many nodes have every GPU free, on a cluster of identical nodes (a count of
+        buckets, no scan: a wide job that cannot fit learns it without a list)."""
+        top = self._top - 1
+        return sum(len(buckets[top]) for buckets in self._chosen(types, pool))
+
     def descending(self, types: Iterable[str] | None = None, pool: str = MAIN_POOL) -> list[int]:
         """Nodes with free GPUs, most free first, ties in node order."""
         chosen = self._chosen(types, pool)

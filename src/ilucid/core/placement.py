@@ -168,6 +168,8 @@ class ConsolidatingPlacer:
         if need <= cap:
             return None  # best fit already found no single node that holds it
         whole, rest = divmod(need, cap)
+        if free.count_uniform_wholly_free(types, pool) < whole:
+            return None
         full = free.wholly_free(types, pool)
         if len(full) < whole:
             return None
