@@ -137,10 +137,14 @@ def _add_job_model(submit: argparse.ArgumentParser) -> None:
         help="a share of one GPU in thousandths, with --gpus 1 (1000: a whole GPU)",
     )
     model.add_argument(
-        "--cpus", type=float, help="CPU cores on each node used, booked against its free CPUs"
+        "--cpus",
+        type=float,
+        help="CPU cores on each node used, booked against its free CPUs (default: none stated)",
     )
     model.add_argument(
-        "--memory", type=float, help="memory on each node used, GB, booked against its free memory"
+        "--memory",
+        type=float,
+        help="memory on each node used, GB, booked against its free memory (default: none stated)",
     )
 
 
