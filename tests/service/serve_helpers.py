@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -42,3 +46,31 @@ def serve_command(data: object, port: int, gpus: int, interval: float, *extra: s
         str(interval),
         *extra,
     ]
+
+
+@contextlib.contextmanager
+def serving(
+    data: Path, port: int, gpus: int, env: dict[str, str], *extra: str
+) -> Iterator[dict[str, str]]:
+    """A real ``ilucid serve`` (0.2 s passes) until the block ends; yields ``env`` with
+    the service's URL and admin token, as a user's shell would have them."""
+    env = {**env, "ILUCID_URL": f"http://127.0.0.1:{port}"}
+    process = subprocess.Popen(
+        serve_command(data, port, gpus, 0.2, *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while run_ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise AssertionError(f"serve did not start: {process.communicate()[0]}")
+        time.sleep(0.3)
+    env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
+    try:
+        yield env
+    finally:
+        process.terminate()
+        process.wait(timeout=15)

@@ -12,7 +12,6 @@ serves for every decision equals the decision stored in the database.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ JOB = (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, run_ilucid, serve_command  # noqa: E402
+from serve_helpers import free_port, run_ilucid, serving  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -55,24 +54,9 @@ def server(
 ) -> Iterator[tuple[str, dict[str, str], Path]]:
     port = free_port()
     data, out = tmp_path / "data", job_scratch
-    env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(out)}
-    process = subprocess.Popen(
-        serve_command(data, port, 4, 0.2, "--db", database, "--grace", "5"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while run_ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
-        if time.monotonic() > deadline or process.poll() is not None:
-            process.kill()
-            raise AssertionError(f"serve did not start: {process.communicate()[0]}")
-        time.sleep(0.3)
-    env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
-    yield database, env, out
-    process.terminate()
-    process.wait(timeout=15)
+    env = {**os.environ, "OUT": str(out)}
+    with serving(data, port, 4, env, "--db", database, "--grace", "5") as served:
+        yield database, served, out
 
 
 def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -> None:

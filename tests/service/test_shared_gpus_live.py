@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -21,7 +20,7 @@ from ilucid.service.job_store import JobRequest
 from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, run_ilucid, serve_command
+from serve_helpers import free_port, run_ilucid, serving
 
 #: the default profile with no training reserve (one GPU: a reserve would hold it back)
 PROFILE = """\
@@ -43,24 +42,10 @@ def server(tmp_path: Path, job_scratch: Path) -> Iterator[tuple[dict[str, str], 
     data = tmp_path / "data"
     profile = tmp_path / "shared.toml"
     profile.write_text(PROFILE, encoding="utf-8")
-    env = {**os.environ, "ILUCID_URL": f"http://127.0.0.1:{port}", "OUT": str(job_scratch)}
-    process = subprocess.Popen(
-        serve_command(data, port, 1, 0.2, "--policy", str(profile), "--grace", "2"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while run_ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
-        if time.monotonic() > deadline or process.poll() is not None:
-            process.kill()
-            raise AssertionError(f"serve did not start: {process.communicate()[0]}")
-        time.sleep(0.3)
-    env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
-    yield env, job_scratch
-    process.terminate()
-    process.wait(timeout=15)
+    env = {**os.environ, "OUT": str(job_scratch)}
+    extra = ("--policy", str(profile), "--grace", "2")
+    with serving(data, port, 1, env, *extra) as served:
+        yield served, job_scratch
 
 
 def _job(env: dict[str, str], job_id: str) -> dict[str, object]:
