@@ -195,6 +195,8 @@ def test_gpu_holders_map_backend_indices_to_nodes() -> None:
         ["j1", "j1", None],
         ["j2"],
     ]
+    # jobs sharing one GPU (gpu_milli) are each named on it
+    assert gpu_holders([2], [("j1", "0"), ("j2", "0")]) == [["j1 + j2", None]]
 
 
 # -- in the browser -----------------------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,14 +49,12 @@ def server(tmp_path: Path, job_scratch: Path) -> Iterator[tuple[dict[str, str], 
         yield served, job_scratch
 
 
-def _job(env: dict[str, str], job_id: str) -> dict[str, object]:
+def _get(env: dict[str, str], path: str) -> Any:
     request = urllib.request.Request(
-        f"{env['ILUCID_URL']}/jobs/{job_id}",
-        headers={"Authorization": f"Bearer {env['ILUCID_TOKEN']}"},
+        f"{env['ILUCID_URL']}{path}", headers={"Authorization": f"Bearer {env['ILUCID_TOKEN']}"}
     )
     with urllib.request.urlopen(request, timeout=10) as response:
-        loaded: dict[str, object] = json.loads(response.read())
-    return loaded
+        return json.loads(response.read())
 
 
 def test_two_halves_share_one_gpu_and_a_third_waits_with_the_reason(
@@ -79,7 +78,10 @@ def test_two_halves_share_one_gpu_and_a_third_waits_with_the_reason(
         time.sleep(0.2)
     seen = {job: (out / job).read_text().strip() for job in (first, second)}
     assert seen == {first: "0", second: "0"}, seen  # one GPU, both on it
-    assert [_job(env, job)["state"] for job in ids] == ["running", "running", "pending"]
+    assert [_get(env, f"/jobs/{job}")["state"] for job in ids] == ["running", "running", "pending"]
+    # the GPU map names both jobs on the one GPU
+    (node,) = _get(env, "/nodes")
+    assert set(node["gpu_jobs"][0].split(" + ")) == {first, second}
     assert not (out / third).exists()
     why = run_ilucid("explain", third, env=env)
     assert why.returncode == 0, why.stderr

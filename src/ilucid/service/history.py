@@ -55,7 +55,8 @@ def export_history(service: SchedulerService) -> str:
 def gpu_holders(
     node_sizes: Sequence[int], running: Iterable[tuple[str, str]]
 ) -> list[list[str | None]]:
-    """Per node, per GPU: the id of the running job holding it, or None.
+    """Per node, per GPU: the id of the running job holding it (``a + b`` for a GPU
+    that jobs share), or None.
 
     ``running`` holds ``(job id, gpu_indices)`` of running jobs, where
     ``gpu_indices`` is what the backend launched the job on: comma-separated
@@ -74,7 +75,8 @@ def gpu_holders(
             text = text.strip()
             if text.isdigit() and int(text) < len(places):
                 node, gpu = places[int(text)]
-                holders[node][gpu] = job_id
+                held = holders[node][gpu]  # a GPU shared by fractions names each job
+                holders[node][gpu] = job_id if held is None else f"{held} + {job_id}"
     return holders
 
 

@@ -49,11 +49,12 @@ function drawNodes(nodes) {
     const cells = (n.gpu_jobs || []).map((job, i) => {
       const attrs = {class: 'gpu ' + (job ? 'held' : 'free'), 'data-gpu': i,
         'data-job': job || '', title: 'GPU ' + i + (job ? ': ' + job : ': free')};
-      const box = job ? el('a', {...attrs, href: '#/job/' + encodeURIComponent(job)},
+      const first = job ? job.split(' + ')[0] : '';  // a shared GPU names each of its jobs
+      const box = job ? el('a', {...attrs, href: '#/job/' + encodeURIComponent(first)},
         el('span', {class: 'gpu-index'}, 'GPU ' + i), el('span', {class: 'gpu-job'}, job))
         : el('div', attrs, el('span', {class: 'gpu-index'}, 'GPU ' + i),
           el('span', {class: 'gpu-job'}, 'free'));
-      if (job) box.style.background = colour(job);
+      if (job) box.style.background = colour(first);
       return box;
     });
     return el('div', {class: 'node', 'data-node': n.name, 'data-testid': 'node'},
