@@ -14,14 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ilucid.core.decision import Reason, ScorePart
-from ilucid.core.filters import (
-    DEFAULT_FILTERS,
-    Filter,
-    GpuMemoryFilter,
-    GpuTypeFilter,
-    HostFilter,
-    allowed_types,
-)
+from ilucid.core.filters import DEFAULT_FILTERS, Filter, allowed_types
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Cluster, JobSpec, Placement
@@ -29,12 +22,7 @@ from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open
 
 __all__ = [
     "ConsolidatingPlacer",
-    "Filter",
-    "GpuMemoryFilter",
-    "GpuTypeFilter",
-    "HostFilter",
     "Placer",
-    "allowed_types",
     "explain_unplaceable",
     "never_placeable",
     "why_unplaced",

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from ilucid.core.decision import Reason
 from ilucid.core.expected_start import expected_remaining
+from ilucid.core.filters import allowed_types
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
-from ilucid.core.placement import allowed_types
 from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DRAINED_POOL_PREFIX", "Drain", "Drainer"]

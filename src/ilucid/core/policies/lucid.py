@@ -25,10 +25,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ilucid.core.filters import allowed_types
 from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
-from ilucid.core.placement import allowed_types
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 from ilucid.core.wait_words import PROFILER, plural
 

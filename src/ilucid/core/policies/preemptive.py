@@ -300,11 +300,18 @@ class ReplanningPolicy(PolicyBase):
                 self._preempt(step, victim)
         finally:
             self._in_pass = False
-        # free GPUs only shrink while chosen jobs start: a request that found no room
-        # finds none later in the pass (fragmentation), so it is not placed again (a
-        # cluster that bursts to paid pools decides each job by its own expected wait)
+        self._start_chosen(step, chosen, displaced)
+
+    def _start_chosen(
+        self, step: SchedulingPass, chosen: list[Entry], displaced: dict[int, dict[str, JobState]]
+    ) -> None:
+        """Start the walk's chosen jobs in order. Free GPUs only shrink meanwhile: a
+        request that found no room finds none later in the pass (fragmentation), so it
+        is not placed again (a cluster that bursts to paid pools decides each job by its
+        own expected wait)."""
         no_room: set[tuple[object, ...]] = set()
         remember = step.config.value_of_wait is None
+        jobs = self._jobs
         for entry in chosen:
             job = jobs[int(entry[-2])]
             spec = job.spec
