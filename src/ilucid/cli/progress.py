@@ -49,7 +49,17 @@ class _Display:
         else:
             print(text, file=sys.stderr, flush=True)
 
-    def _stop(self) -> None:
+    def _finished(self) -> None:
+        """The work ended without an error (a display may show it complete)."""
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is None:
+            self._finished()
         if self._bars is not None:
             self._bars.stop()
 
@@ -87,15 +97,8 @@ class ProgressDisplay(_Display):
             self._quarter = quarter
             self.note(f"{self.what} {overall:.0%} ({', '.join(self.labels)})")
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        if kind is None:
-            self.update([1.0] * len(self.labels))
-        self._stop()
+    def _finished(self) -> None:
+        self.update([1.0] * len(self.labels))
 
 
 class CountDisplay(_Display):
@@ -138,11 +141,3 @@ class CountDisplay(_Display):
         if tenth > self._tenth or self.done == self.total:
             self._tenth = tenth
             self.note(f"{self.what}: {self.done}/{self.total} {self.unit}, {self.failed} failed")
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._stop()

@@ -91,8 +91,7 @@ class ConsolidatingPlacer:
     def _place_fraction(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
         """A share of one GPU: the shared GPU with the least room that holds it (on a
         preferred type first), else a whole GPU placed by best fit and opened to share."""
-        cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
-        room = None if not (cpus or memory) else lambda i: free.has_room(i, cpus, memory)
+        cpus, memory, room = _host_room(job, free)
         tries = self._tries(job, free)
         for wanted in tries:
             shared = free.best_share(job.gpu_milli, wanted, pool, room)
@@ -114,12 +113,8 @@ class ConsolidatingPlacer:
         ``gpus_per_node``): only nodes with that much free count, in the consolidating
         order; a gang's parts go to distinct nodes, the largest part first, each to the
         node that fits it best."""
-        cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
-        host = cpus > 0 or memory > 0
-
-        def room(index: int) -> bool:
-            return not host or free.has_room(index, cpus, memory)
-
+        cpus, memory, host_room = _host_room(job, free)
+        room = host_room or _anywhere
         need = job.num_gpus
         for wanted in self._tries(job, free):
             parts: tuple[tuple[int, int], ...] | None
@@ -204,6 +199,19 @@ class ConsolidatingPlacer:
                 f"leaves {plural(left, 'GPU')} free there",
             ),
         )
+
+
+def _anywhere(index: int) -> bool:
+    return True
+
+
+def _host_room(job: JobSpec, free: FreeGpus) -> tuple[float, float, Callable[[int], bool] | None]:
+    """The CPUs and memory ``job`` books on each node, and which nodes have them free
+    (None when it states neither: every node does)."""
+    cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
+    if not (cpus or memory):
+        return cpus, memory, None
+    return cpus, memory, lambda index: free.has_room(index, cpus, memory)
 
 
 def _gang(
