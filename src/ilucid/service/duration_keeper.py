@@ -22,8 +22,6 @@ to kill a service deterministically while a refit is under way.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import threading
 import time
@@ -38,6 +36,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from ilucid.core import JobSpec
+from ilucid.estimators.fit_process import one_fit_process
 from ilucid.estimators.live import (
     DurationEstimate,
     FinishedJob,
@@ -96,21 +95,6 @@ def finished_jobs(session: Session) -> list[FinishedJob]:
             spec = _spec(job_id, submit, gpus, user, tenant)
             jobs.append(FinishedJob(spec, end, max(0.0, end - start)))
     return jobs
-
-
-def _watch_parent(parent: int) -> None:
-    """Worker initializer: run below the service's priority, and die with the service
-    (a worker orphaned by ``kill -9`` must not write models for a service that is gone)."""
-    with contextlib.suppress(OSError):
-        os.nice(10)
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(1)
-            time.sleep(0.2)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _refit(db_url: str, model_dir: str, version: int) -> _Fitted:
@@ -265,10 +249,8 @@ class DurationKeeper:
                 )
                 self._pool = self._client.get_executor()
             else:
-                context = multiprocessing.get_context("spawn")
-                self._pool = ProcessPoolExecutor(
-                    1, mp_context=context, initializer=_watch_parent, initargs=(os.getpid(),)
-                )
+                # below the service's priority: the loop comes first
+                self._pool = one_fit_process(niceness=10)
         return self._pool
 
     def _start_locked(self) -> None:

@@ -80,6 +80,7 @@ from collections.abc import Callable, Sequence
 from ilucid.core import JobSpec
 from ilucid.estimators.duration import EbmDuration
 from ilucid.estimators.features import FeatureRow
+from ilucid.estimators.fit_process import FitsAside
 from ilucid.estimators.live import (
     BatchEstimates,
     DurationEstimate,
@@ -89,6 +90,7 @@ from ilucid.estimators.live import (
 )
 
 __all__ = [
+    "FIT_ASIDE_FROM",
     "NO_HISTORY_S",
     "REFIT_EBM",
     "REFIT_WINDOW",
@@ -109,6 +111,11 @@ REFIT_EBM: dict[str, int] = {
     "max_interaction_bins": 16,
     "n_jobs": 1,  # one bag: nothing to share between processes, and no pool to start
 }
+#: traces from this many jobs fit in a worker process beside the replay (a smaller one
+#: ends before a worker has started: it fits in the replay's process)
+FIT_ASIDE_FROM = 5_000
+#: what the worker imports before its first fit
+_FIT_IMPORTS = ("ilucid.sim.estimates", "interpret.glassbox")
 #: the estimate a replay gives when no job has finished yet (the service gives none)
 NO_HISTORY_S = 3600.0
 
@@ -148,16 +155,25 @@ class WalkForwardEstimates:
     Where the replay differs from the service (``ilucid.service.duration_keeper``):
 
     * cadence: a refit every ``retrain_every`` *simulated* seconds (a week),
-      not every N finished jobs or on demand; it fits in this process, at once,
-      while simulated time stands still (the service fits in a worker process
-      and installs the model when the worker is done);
+      not every N finished jobs or on demand;
+    * installation: as in the service, a refit's model comes from a worker
+      process and jobs submitted meanwhile get the previous version; the
+      service installs it when the worker is done (wall-clock seconds), the
+      replay ``fit_lag`` simulated seconds after the refit began (a seventh of
+      the cadence: a day), whatever the worker's speed, so the replay's
+      decisions never depend on the machine. With ``aside`` (by default: the
+      default fit on a trace of :data:`FIT_ASIDE_FROM` jobs or more) the fit
+      runs in a worker process on another core and the replay waits only if it
+      is not done by then; otherwise, or where this process may not start one
+      (a pool's worker), it fits here, with the same result;
     * a refit learns from the last ``max_train`` finished jobs with the lighter
       :data:`REFIT_EBM` (the service fits every finished job with the EBM's
       defaults), so a long trace's late refits cost no more than early ones;
-    * the jobs submitted until the next refit are estimated in one batch at the
-      refit (:meth:`LiveDurationModel.estimate_many`), from the history known
-      then; the service estimates each job at its submission, from the history
-      known at that moment;
+    * the jobs submitted until a model is installed, and from then until the
+      next refit, are estimated in one batch each
+      (:meth:`LiveDurationModel.estimate_many`), from the history known then;
+      the service estimates each job at its submission, from the history known
+      at that moment;
     * a job learns its run time (``JobSpec.duration``); the service records end
       minus first start;
     * with no finished job at all a replay job gets :data:`NO_HISTORY_S`, where
@@ -177,6 +193,8 @@ class WalkForwardEstimates:
         max_train: int = REFIT_WINDOW,
         min_train: int = 50,
         fit: Fit = refit_model,
+        fit_lag: float | None = None,
+        aside: bool | None = None,
     ) -> None:
         self._jobs = sorted(jobs, key=lambda j: j.submit_time)
         self._submits = [j.submit_time for j in self._jobs]
@@ -189,7 +207,15 @@ class WalkForwardEstimates:
         self._finished: list[FinishedJob] = []  # in end order
         self._batch_of: dict[str, tuple[BatchEstimates, int]] = {}
         self._single: dict[str, DurationEstimate] = {}  # jobs no batch knew
+        self.fit_lag = retrain_every / 7 if fit_lag is None else fit_lag
+        if not 0 <= self.fit_lag < retrain_every:
+            raise ValueError(f"fit_lag must be in [0, {retrain_every:g}) s, got {self.fit_lag}")
+        if aside is None:  # a custom fit may not survive pickling: it runs here
+            aside = fit is refit_model and len(jobs) >= FIT_ASIDE_FROM
+        self._fits = FitsAside(_FIT_IMPORTS) if aside else None
+        self._fitting: tuple[Callable[[], EbmDuration], float] | None = None  # (result, due)
         self._next_fit = -math.inf
+        self._submitted = 0
         self.model_of: dict[str, int] = {}  # job id -> model version that estimated it
         self.refits = 0
         self._recent_sorted: list[float] = []
@@ -222,6 +248,8 @@ class WalkForwardEstimates:
         return (values[middle - 1] + values[middle]) / 2
 
     def on_submit(self, spec: JobSpec, now: float) -> JobSpec:
+        if self._fitting is not None and now >= self._fitting[1]:
+            self._install(now)
         if now >= self._next_fit:
             self._refit(now)
         self._rows[spec.id] = self.live.features(spec)
@@ -234,6 +262,9 @@ class WalkForwardEstimates:
             self._single[spec.id] = single
             self.model_of[spec.id] = self.live.version if single.version.startswith("v") else 0
             seconds = single.seconds
+        self._submitted += 1
+        if self._submitted >= len(self._jobs) and self._fitting is None:
+            self.close()  # the last arrival: nothing left to fit for
         return with_estimate(spec, NO_HISTORY_S if seconds is None else seconds)
 
     def training_rows(self) -> tuple[list[FeatureRow], list[float]]:
@@ -245,18 +276,50 @@ class WalkForwardEstimates:
         return [self._rows[f.job.id] for f in window], [f.duration for f in window]
 
     def _refit(self, now: float) -> None:
-        if self.live.finished_jobs >= self.min_train:
-            rows, durations = self.training_rows()
-            self.live.install(self._fit(rows, durations), self.live.version + 1)
+        """Start a fit on the recent history (due ``fit_lag`` from now); until then,
+        arrivals get the current model."""
         self.refits += 1
         self._next_fit = now + self.retrain_every
-        first = bisect.bisect_left(self._submits, now)
-        last = bisect.bisect_left(self._submits, self._next_fit)
+        until = self._next_fit
+        if self.live.finished_jobs >= self.min_train:
+            rows, durations = self.training_rows()
+            if self._fits is not None:
+                result = self._fits.fit(self._fit, rows, durations)
+            else:
+                model = self._fit(rows, durations)
+                result = lambda: model  # noqa: E731
+            until = now + self.fit_lag
+            self._fitting = (result, until)
+            if self.fit_lag == 0:
+                self._install(now)
+                return
+        self._estimate_batch(now, until)
+
+    def _install(self, now: float) -> None:
+        """The pending fit's model becomes the next version; arrivals until the next
+        refit get it."""
+        assert self._fitting is not None
+        result, _ = self._fitting
+        self._fitting = None
+        self.live.install(result(), self.live.version + 1)
+        self._estimate_batch(now, self._next_fit)
+
+    def _estimate_batch(self, start: float, end: float) -> None:
+        """Estimate the jobs submitted in ``[start, end)`` with one model call."""
+        first = bisect.bisect_left(self._submits, start)
+        last = bisect.bisect_left(self._submits, end)
         jobs = self._jobs[first:last]
         batch = self.live.estimate_many(jobs)
         for index, job in enumerate(jobs):
             self._batch_of[job.id] = (batch, index)
             self.model_of[job.id] = batch.version
+
+    def close(self) -> None:
+        """Stop the fitting process, if one was started (a fit still running is dropped;
+        a later refit fits here). The last arrival closes it too."""
+        self._fitting = None
+        if self._fits is not None:
+            self._fits.close()
 
     def estimate_of(self, job_id: str) -> DurationEstimate | None:
         """A job's estimate with the model version that made it, its intercept and

@@ -104,6 +104,7 @@ def _replay(
     jobs, cluster, config, options = payload
     options = dict(options)
     options_explain = {"job": options.pop("explain", None)}
+    annotator: WalkForwardEstimates | None = None
     try:
         policy = make_policy(name, **options)
         annotator = WalkForwardEstimates(jobs) if needs_estimates(name) else None
@@ -130,6 +131,9 @@ def _replay(
         return PolicyRun(name, result, explanation=_detail(explain, annotator, world, jobs))
     except (ValueError, RuntimeError) as exc:
         return PolicyRun(name, None, str(exc))
+    finally:
+        if annotator is not None:
+            annotator.close()
 
 
 def run_policies(
