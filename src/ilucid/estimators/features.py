@@ -8,12 +8,11 @@ finishes later can never leak into an earlier prediction.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
-import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 from ilucid.core import JobSpec
 
@@ -48,23 +47,37 @@ DURATION_FEATURES: tuple[str, ...] = (
 FeatureRow = dict[str, float | str]
 
 
-@dataclass(slots=True)
 class _Tally:
-    """Recent durations under one key: enough for median, last and count."""
+    """The last ``window`` durations under one key: enough for median, last and count.
 
-    recent: deque[float]
-    count: int = 0
-    _median: float | None = None  # cached: rows are built far more often than jobs end
+    The window is also kept sorted, so a median is a lookup: rows are built for
+    every arrival, and between two arrivals a job usually ends."""
+
+    __slots__ = ("_window", "count", "recent", "sorted")
+
+    def __init__(self, window: int) -> None:
+        self.recent: deque[float] = deque()
+        self.sorted: list[float] = []
+        self.count = 0
+        self._window = window
 
     def add(self, duration: float) -> None:
-        self.recent.append(duration)
+        recent, ordered = self.recent, self.sorted
+        if len(recent) == self._window:
+            del ordered[bisect.bisect_left(ordered, recent.popleft())]
+        recent.append(duration)
+        bisect.insort(ordered, duration)
         self.count += 1
-        self._median = None
 
     def median(self) -> float:
-        if self._median is None:
-            self._median = statistics.median(self.recent) if self.recent else math.nan
-        return self._median
+        """``statistics.median`` of the window (the mean of the middle two when even)."""
+        ordered = self.sorted
+        n = len(ordered)
+        if not n:
+            return math.nan
+        if n % 2:
+            return ordered[n // 2]
+        return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
     def last(self) -> float:
         return self.recent[-1] if self.recent else math.nan
@@ -77,10 +90,10 @@ class History:
         self.window = window
         self._users: dict[tuple[str, str], _Tally] = {}
         self._sizes: dict[int, _Tally] = {}
-        self._recent = _Tally(deque(maxlen=window * 4))
+        self._recent = _Tally(window * 4)
 
     def _new(self) -> _Tally:
-        return _Tally(deque(maxlen=self.window))
+        return _Tally(self.window)
 
     def observe(self, job: JobSpec, duration: float) -> None:
         """Record a finished job's real duration."""

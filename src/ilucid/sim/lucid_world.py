@@ -52,6 +52,7 @@ class LucidWorld(World):
         self.estimates = estimates
         self.seed = seed
         self._scores: dict[str, int] = {}
+        self._profile_of: dict[str, WorkloadProfile] = {}  # a hash per job, not per question
 
     @classmethod
     def from_directory(
@@ -64,7 +65,10 @@ class LucidWorld(World):
         return cls(measured, table, analyzer, estimates, seed)
 
     def profile_of(self, spec: JobSpec) -> WorkloadProfile:
-        return assign_profile(spec.id, self.profiles, self.seed)
+        profile = self._profile_of.get(spec.id)
+        if profile is None:
+            profile = self._profile_of[spec.id] = assign_profile(spec.id, self.profiles, self.seed)
+        return profile
 
     def sharing_score(self, profile: WorkloadProfile) -> int:
         score = self._scores.get(profile.key)
