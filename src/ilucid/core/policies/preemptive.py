@@ -82,13 +82,9 @@ class ReplanningPolicy(PolicyBase):
         self._pending_count -= 1
 
     def _add_running(self, job: JobState, now: float) -> None:
-        entry = self.order.running_entry(job, now)
+        entry, crossing = self.order.rekey(job, now)
         self._entry[job.seq] = entry
         self._running.add(entry)
-        self._plan_crossing(job, now)
-
-    def _plan_crossing(self, job: JobState, now: float) -> None:
-        crossing = self.order.next_rekey(job, now)
         if crossing is not None:
             heapq.heappush(self._crossings, (crossing, job.seq, job.since))
 
@@ -108,7 +104,7 @@ class ReplanningPolicy(PolicyBase):
             if keeps_key(job):
                 continue  # its key no longer changes while it runs
             order.refresh(job, now)
-            fresh = order.running_entry(job, now)
+            fresh, crossing = order.rekey(job, now)
             old = entries[job.seq]
             if fresh == old:
                 not_yet.append(item)  # rounding: crosses strictly after this instant
@@ -117,7 +113,6 @@ class ReplanningPolicy(PolicyBase):
             running.add(fresh)
             entries[job.seq] = fresh
             demoted = True
-            crossing = order.next_rekey(job, now)
             if crossing is None:
                 continue
             if crossing <= now:  # due again at once: its key is the one just set

@@ -40,6 +40,11 @@ class ReplanOrder(Protocol):
         """Update what the order knows about a running job at a re-key time."""
         ...
 
+    def rekey(self, job: JobState, now: float) -> tuple[Entry, float | None]:
+        """``(running_entry, next_rekey)`` at once: a running job's key is always
+        needed with its next re-key time."""
+        ...
+
     def observe_finished(self, job: JobState) -> None:
         """Learn from a job that ended (its run time)."""
         ...
@@ -65,6 +70,9 @@ class SrtfOrder:
 
     def running_entry(self, job: JobState, now: float) -> Entry:
         return (job.since + job.remaining, job.seq, job.spec.num_gpus)
+
+    def rekey(self, job: JobState, now: float) -> tuple[Entry, float | None]:
+        return self.running_entry(job, now), None
 
     def bound(self, pending: Entry, now: float) -> Entry:
         return (now + pending[0], -1.0)
@@ -98,6 +106,9 @@ class TiresiasOrder:
             if attained <= threshold:
                 return job.since + (threshold - job.attained) / gpus
         return None
+
+    def rekey(self, job: JobState, now: float) -> tuple[Entry, float | None]:
+        return self.running_entry(job, now), self.next_rekey(job, now)
 
     def refresh(self, job: JobState, now: float) -> None:
         pass
@@ -171,6 +182,9 @@ class EstimateOrder:
             return job.since + self.min_run_s
         left = self.estimate(job) - self._ran(job)
         return job.since + max(0.0, left)
+
+    def rekey(self, job: JobState, now: float) -> tuple[Entry, float | None]:
+        return self.running_entry(job, now), self.next_rekey(job, now)
 
     def refresh(self, job: JobState, now: float) -> None:
         ran = job.attained_at(now) / max(1, job.spec.num_gpus)
