@@ -6,13 +6,13 @@ sentence (for people), in the way Kubernetes conditions pair reason and message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import FrozenInstanceError, dataclass
 from enum import StrEnum
 
 from ilucid.core.model import Placement
 
-__all__ = ["Action", "Decision", "Reason", "ScorePart"]
+__all__ = ["Action", "Decision", "Reason", "ScorePart", "Words", "written"]
 
 
 class Action(StrEnum):
@@ -21,13 +21,63 @@ class Action(StrEnum):
     HOLD = "hold"
 
 
-@dataclass(frozen=True, slots=True)
+#: a sentence, or a function that writes it when it is first read. A replay makes
+#: 200,000 decisions and reads few of their sentences; a function must take the numbers
+#: it writes when the decision is made (the job moves on), and only format them later.
+Words = str | Callable[[], str]
+
+
+def written(words: Words) -> str:
+    """The sentence ``words`` stands for."""
+    return words if isinstance(words, str) else words()
+
+
 class Reason:
-    """Why something happened or did not; ``numbers`` keep the figures behind the sentence."""
+    """Why something happened or did not; ``numbers`` keep the figures behind the sentence.
+
+    Immutable, compared by code, message and numbers; ``message`` may be given as
+    :data:`Words` and is written once, when first read."""
+
+    __slots__ = ("_message", "code", "numbers")
 
     code: str
-    message: str
-    numbers: Mapping[str, float] = field(default_factory=dict)
+    numbers: Mapping[str, float]
+    _message: Words
+
+    def __init__(
+        self, code: str, message: Words, numbers: Mapping[str, float] | None = None
+    ) -> None:
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "_message", message)
+        object.__setattr__(self, "numbers", {} if numbers is None else numbers)
+
+    @property
+    def message(self) -> str:
+        message = self._message
+        if not isinstance(message, str):
+            message = message()
+            object.__setattr__(self, "_message", message)
+        return message
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Reason):
+            return NotImplemented
+        return (self.code, self.message, self.numbers) == (other.code, other.message, other.numbers)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    def __reduce__(self) -> tuple[type[Reason], tuple[str, str, dict[str, float]]]:
+        return (Reason, (self.code, self.message, dict(self.numbers)))
+
+    def __repr__(self) -> str:
+        return f"Reason(code={self.code!r}, message={self.message!r}, numbers={self.numbers!r})"
 
     def __str__(self) -> str:
         return self.message

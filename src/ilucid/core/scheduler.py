@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ilucid.core.decision import Action, Decision, Reason
+from ilucid.core.decision import Action, Decision, Reason, Words, written
 from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead, lost_since_checkpoint
@@ -103,14 +103,15 @@ class SchedulingPass:
     def try_start(
         self,
         job: JobState,
-        why: str | Callable[[], str],
+        why: str | Callable[[], Words],
         pool: str = MAIN_POOL,
         limit_s: float | None = None,
     ) -> bool:
         """Place and start ``job`` if the placer finds room; ``why`` says why it goes now.
 
         ``why`` may be a function, called only when the job starts (a sentence
-        with numbers costs more than a placement that fails). ``limit_s`` makes it
+        with numbers costs more than a placement that fails); it may give the
+        sentence itself or :data:`Words` that write it when read. ``limit_s`` makes it
         a bounded run (profiling): the driver reports back with
         :meth:`Scheduler.profiled` when the limit is reached.
         """
@@ -120,7 +121,7 @@ class SchedulingPass:
             return True
         bursting = self._scheduler.config.value_of_wait is not None
         if pool == MAIN_POOL and limit_s is None and bursting:
-            if self._burst(job, why if isinstance(why, str) else why()):
+            if self._burst(job, written(why if isinstance(why, str) else why())):
                 return True
             self.waiting_gpus += job.spec.num_gpus
         return False
@@ -179,7 +180,7 @@ class SchedulingPass:
         self,
         job: JobState,
         placement: Placement,
-        why: str,
+        why: Words,
         limit_s: float | None = None,
         startup_s: float = 0.0,
         reason: Reason | None = None,

@@ -110,7 +110,20 @@ class History:
         user = self._users.get((job.tenant, job.user))
         size = self._sizes.get(job.num_gpus)
         hours = job.submit_time / 3600.0
-        profile = profile or {}
+        nan = math.nan
+        if user is None:
+            user_median = user_last = nan
+            user_count = 0.0
+        else:
+            user_median, user_last, user_count = user.median(), user.last(), float(user.count)
+        if profile:
+            measured = (
+                profile.get("gpu_util", nan),
+                profile.get("gmem_util", nan),
+                profile.get("gmem_gb", nan),
+            )
+        else:
+            measured = (nan, nan, nan)
         return {
             "num_gpus": float(job.num_gpus),
             "gpu_type": job.gpu_type or "any",
@@ -118,15 +131,15 @@ class History:
             "user": job.user,
             "hour": float(int(hours) % 24),
             "weekday": float(int(hours // 24) % 7),
-            "user_median": user.median() if user else math.nan,
-            "user_last": user.last() if user else math.nan,
-            "user_count": float(user.count) if user else 0.0,
-            "size_median": size.median() if size else math.nan,
-            "size_last": size.last() if size else math.nan,
+            "user_median": user_median,
+            "user_last": user_last,
+            "user_count": user_count,
+            "size_median": size.median() if size is not None else nan,
+            "size_last": size.last() if size is not None else nan,
             "recent_median": self._recent.median(),
-            "gpu_util": profile.get("gpu_util", math.nan),
-            "gmem_util": profile.get("gmem_util", math.nan),
-            "gmem_gb": profile.get("gmem_gb", math.nan),
+            "gpu_util": measured[0],
+            "gmem_util": measured[1],
+            "gmem_gb": measured[2],
         }
 
 

@@ -37,7 +37,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ilucid.core.decision import Reason
+from ilucid.core.decision import Reason, Words
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass, ProfileReport
@@ -418,9 +418,10 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
     def _capacity(self, step: SchedulingPass) -> float:
         return float(step.free.cluster.total_gpus - self.inference.used)
 
+    def _admits_all(self) -> bool:
+        return not self.config.quotas
+
     def _admissible(self, entry: Entry, step: SchedulingPass) -> bool:
-        if not self.config.quotas:
-            return True
         job = self._jobs[int(entry[-2])]
         refusal = self.quotas.refuse(job.spec.tenant, job.spec.num_gpus)
         if refusal is None:
@@ -432,10 +433,15 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
         limit = self._profile_limit(job)
 
-        def why() -> str:
-            described = self.leveled.describe(job, step.now)
-            first = f"; profiling for up to {limit:g} s first" if limit is not None else ""
-            return f"{self.name}: {described}; within the GPUs in its order{first}"
+        def why(where: str = "") -> Words:
+            facts, order = self.leveled.facts(job, step.now), self.leveled
+
+            def words() -> str:
+                first = f"; profiling for up to {limit:g} s first" if limit is not None else ""
+                said = order.words(facts)
+                return f"{self.name}: {said}; within the GPUs in its order{first}{where}"
+
+            return words
 
         if step.try_start(job, why, MAIN_POOL, limit):
             return True
@@ -443,7 +449,7 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
         if whole and step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
             return False
         return step.try_start(
-            job, lambda: f"{why()} (on a node that also serves inference)", SERVING_POOL, limit
+            job, lambda: why(" (on a node that also serves inference)"), SERVING_POOL, limit
         )
 
     # -- questions ---------------------------------------------------------------

@@ -154,10 +154,18 @@ class LeveledEstimateOrder(EstimateOrder):
         return statistics.median(self._errors) if self._errors else None
 
     def describe(self, job: JobState, now: float) -> str:
+        return self.words(self.facts(job, now))
+
+    def facts(self, job: JobState, now: float) -> tuple[int, float, float, int]:
+        """What :meth:`words` says of ``job`` at ``now``: level, attained GPU-seconds,
+        estimated seconds left, GPUs (taken now, written later)."""
         attained = job.attained_at(now)
-        level = self.level(job, attained)
         gpus = max(1, job.spec.num_gpus)
         left = max(0.0, self.estimate(job) - attained / gpus)
+        return self.level(job, attained), attained, left, gpus
+
+    def words(self, facts: tuple[int, float, float, int]) -> str:
+        level, attained, left, gpus = facts
         if level == STARVING:
             where = "served first by the starvation guard"
         else:

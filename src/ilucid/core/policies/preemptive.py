@@ -202,20 +202,6 @@ class ReplanningPolicy(PolicyBase):
         return 1 + sum(bisect.bisect_left(b, entry) for b in self._pending.values())
 
     # -- decisions ---------------------------------------------------------------
-    def _candidate_heads(self, quota: float) -> list[tuple[Entry, int, int]]:
-        """A heap of each GPU count's first pending entry ``(entry, gpus, index)``, for
-        the counts that fit ``quota``: the walk merges the per-count buckets in order."""
-        heads: list[tuple[Entry, int, int]] = []
-        pending = self._pending
-        for gpus in self._sizes:
-            if gpus > quota:
-                break
-            bucket = pending[gpus]
-            if bucket:
-                heads.append((bucket[0], gpus, 0))
-        heapq.heapify(heads)
-        return heads
-
     def _next_candidate(self, heads: list[tuple[Entry, int, int]], quota: float) -> Entry | None:
         """The next pending entry in the order that needs at most ``quota`` GPUs.
 
@@ -238,6 +224,20 @@ class ReplanningPolicy(PolicyBase):
             return entry
         return None
 
+    def _candidate_heads(self, quota: float) -> list[tuple[Entry, int, int]]:
+        """A heap of each GPU count's first pending entry ``(entry, gpus, index)``, for
+        the counts that fit ``quota``: the walk merges the per-count buckets in order."""
+        heads: list[tuple[Entry, int, int]] = []
+        pending = self._pending
+        for gpus in self._sizes:
+            if gpus > quota:
+                break
+            bucket = pending[gpus]
+            if bucket:
+                heads.append((bucket[0], gpus, 0))
+        heapq.heapify(heads)
+        return heads
+
     def schedule(self, step: SchedulingPass) -> None:
         now = step.now
         if self.interval > 0 and now != self._boundary(now):
@@ -248,41 +248,7 @@ class ReplanningPolicy(PolicyBase):
             return
         self._dirty = False
         self.replans += 1
-        quota = self._capacity(step)
-        running = self._running
-        bound = self.order.bound
-        chosen: list[Entry] = []
-        victims: list[Entry] = []
-        low: Entry | None = None
-        below_low = 0.0  # GPUs of the running entries before ``low``
-        heads = self._candidate_heads(quota)
-        candidate = self._next_candidate(heads, quota)
-        while True:
-            if candidate is None:
-                high = None
-                below_high = running.total
-            else:
-                high = bound(candidate, now)
-                below_high = running.sum_below(high)
-            block = below_high - below_low
-            if block <= quota:
-                quota -= block
-            else:
-                for entry in running.iter_range(low, high):
-                    if entry[-1] <= quota:
-                        quota -= entry[-1]
-                    else:
-                        victims.append(entry)
-            if candidate is None:
-                break
-            if candidate[-1] <= quota and self._admissible(candidate, step):
-                chosen.append(candidate)
-                quota -= candidate[-1]
-            low, below_low = high, below_high
-            if quota <= 0:
-                victims.extend(running.iter_range(low, None))
-                break
-            candidate = self._next_candidate(heads, quota)
+        chosen, victims = self._walk(step, self._capacity(step))
         jobs = self._jobs
         displaced: dict[int, dict[str, JobState]] = {}  # node -> jobs preempted there now
         self._in_pass = True
@@ -296,6 +262,48 @@ class ReplanningPolicy(PolicyBase):
         finally:
             self._in_pass = False
         self._start_chosen(step, chosen, displaced)
+
+    def _walk(self, step: SchedulingPass, quota: float) -> tuple[list[Entry], list[Entry]]:
+        """Hand ``quota`` GPUs out in the order: the pending entries chosen to start and
+        the running entries to preempt. Between two pending candidates, the running
+        entries ordered before the later one are taken as one block by a prefix-sum
+        query unless the block does not fit (then one by one)."""
+        now = step.now
+        running = self._running
+        bound, sum_below = self.order.bound, running.sum_below
+        admissible = None if self._admits_all() else self._admissible
+        heads = self._candidate_heads(quota)
+        chosen: list[Entry] = []
+        victims: list[Entry] = []
+        low: Entry | None = None
+        below_low = 0.0  # GPUs of the running entries before ``low``
+        next_candidate = self._next_candidate
+        while True:
+            candidate = next_candidate(heads, quota)
+            if candidate is None:
+                high = None
+                below_high = running.total
+            else:
+                high = bound(candidate, now)
+                below_high = sum_below(high)
+            block = below_high - below_low
+            if block <= quota:
+                quota -= block
+            else:
+                for entry in running.iter_range(low, high):
+                    if entry[-1] <= quota:
+                        quota -= entry[-1]
+                    else:
+                        victims.append(entry)
+            if candidate is None:
+                return chosen, victims
+            if candidate[-1] <= quota and (admissible is None or admissible(candidate, step)):
+                chosen.append(candidate)
+                quota -= candidate[-1]
+            low, below_low = high, below_high
+            if quota <= 0:
+                victims.extend(running.iter_range(low, None))
+                return chosen, victims
 
     def _start_chosen(
         self, step: SchedulingPass, chosen: list[Entry], displaced: dict[int, dict[str, JobState]]
@@ -335,6 +343,10 @@ class ReplanningPolicy(PolicyBase):
 
     def _admissible(self, entry: Entry, step: SchedulingPass) -> bool:
         """Whether the walk may choose the pending job of ``entry`` (admission filters)."""
+        return True
+
+    def _admits_all(self) -> bool:
+        """Whether ``_admissible`` says yes to every job (the walk then skips it)."""
         return True
 
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
