@@ -165,7 +165,10 @@ class WalkForwardEstimates:
       default fit on a trace of :data:`FIT_ASIDE_FROM` jobs or more) the fit
       runs in a worker process on another core and the replay waits only if it
       is not done by then; otherwise, or where this process may not start one
-      (a pool's worker), it fits here, with the same result;
+      (a pool's worker), it fits here, with the same result. The worker is
+      spawned, so a script that replays through the library must guard its
+      main (``if __name__ == "__main__":``), as Python requires of any spawned
+      process; an unguarded one prints Python's error and fits here;
     * a refit learns from the last ``max_train`` finished jobs with the lighter
       :data:`REFIT_EBM` (the service fits every finished job with the EBM's
       defaults), so a long trace's late refits cost no more than early ones;

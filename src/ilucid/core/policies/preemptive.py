@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
+from ilucid.core.model import JobSpec
 from ilucid.core.policies.replan_orders import (
     EstimateOrder,
     ReplanOrder,
@@ -317,24 +318,13 @@ class ReplanningPolicy(PolicyBase):
         jobs = self._jobs
         for entry in chosen:
             job = jobs[int(entry[-2])]
-            spec = job.spec
-            request = (
-                spec.num_gpus,
-                spec.gpu_type,
-                spec.gpu_memory_gb,
-                spec.shape,
-                spec.preferred_gpu_types,
-                spec.gpu_milli,
-                spec.cpus,
-                spec.memory_gb,
-            )
-            if request in no_room:
+            if no_room and _request(job.spec) in no_room:
                 continue
             if self._start(step, job):
                 if displaced:
                     _name_displaced(step, job, displaced)
             elif remember:
-                no_room.add(request)
+                no_room.add(_request(job.spec))
 
     # -- extension hooks (the default profile fills them in) -------------------------
     def _capacity(self, step: SchedulingPass) -> float:
@@ -358,6 +348,20 @@ class ReplanningPolicy(PolicyBase):
     def _keeps_key(self, job: JobState) -> bool:
         """Whether a running job's key is fixed until it ends (its re-keys are void)."""
         return False
+
+
+def _request(spec: JobSpec) -> tuple[object, ...]:
+    """What the placer looks at: jobs asking the same find room alike."""
+    return (
+        spec.num_gpus,
+        spec.gpu_type,
+        spec.gpu_memory_gb,
+        spec.shape,
+        spec.preferred_gpu_types,
+        spec.gpu_milli,
+        spec.cpus,
+        spec.memory_gb,
+    )
 
 
 def _name_displaced(
