@@ -347,6 +347,8 @@ class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
 
     def next_wakeup(self, now: float) -> float | None:
         wake = super().next_wakeup(now)
+        if self._dirty:  # the next boundary already: no starvation is due before it
+            return wake
         due = self._next_due()
         if due is not None and self._pending_count:
             due = self._boundary(max(due, math.nextafter(now, math.inf)))
