@@ -94,6 +94,22 @@ def _write(tmp_path: Path, text: str, name: str = "site.toml") -> Path:
     return path
 
 
+def test_the_settings_schema_names_every_config_field_with_its_type() -> None:
+    """[settings] is written out, not read off annotations (a compiled core has none):
+    every DefaultConfig field is settable, in field order, with the TOML type its
+    annotation says, and exactly the ``X | None`` fields may be ``false``."""
+    from ilucid.settings.profile_file import _NUMBERS, _OPTIONAL, _SETTINGS
+
+    assert list(_SETTINGS) == DEFAULT_FIELDS
+    kinds = {"float": float, "int": int, "tuple[float, ...]": _NUMBERS}
+    kinds["Mapping[str, TenantQuota]"] = dict
+    for f in fields(DefaultConfig):
+        if not isinstance(f.type, str):
+            pytest.skip("the compiled core keeps no annotation text to compare with")
+        assert _SETTINGS[f.name] == kinds[f.type.removesuffix(" | None")], f.name
+        assert (f.name in _OPTIONAL) == f.type.endswith(" | None"), f.name
+
+
 # -- a rule profile: the order it gives, by hand ----------------------------------------
 def test_a_rule_file_orders_training_by_its_rule(tmp_path: Path) -> None:
     """a runs 0-3600. At 3600: b = 7200/(1+3500/3600) = 3,650.70, c = 3600/(1+600/3600)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from mypy_extensions import mypyc_attr
+
+from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Forecast, ProfileReport
 
@@ -79,6 +82,9 @@ class Policy(Protocol):
         ...
 
 
+@mypyc_attr(
+    allow_interpreted_subclasses=True
+)  # policies written outside the package (a site's own) subclass it
 class PolicyBase:
     """Neutral behaviour of the optional hooks of :class:`Policy`."""
 
@@ -102,11 +108,19 @@ class PolicyBase:
     def pending_order(self) -> Iterable[JobState] | None:
         return None
 
-    def wait_code(self, job: JobState) -> str | None:
+    def _reason(self, job: JobState) -> Reason | None:
+        """The policy's own reason a waiting job waits (None: the scheduler's words).
+        ``wait_code`` and ``explain_wait`` read the same reason: its code and its
+        sentence."""
         return None
 
+    def wait_code(self, job: JobState) -> str | None:
+        reason = self._reason(job)
+        return reason.code if reason is not None else None
+
     def explain_wait(self, job: JobState, now: float) -> str | None:
-        return None
+        reason = self._reason(job)
+        return reason.message if reason is not None else None
 
     @property
     def tuner_log(self) -> Sequence[object]:

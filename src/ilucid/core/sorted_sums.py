@@ -88,11 +88,11 @@ class SortedSums:
     def sum_below(self, bound: Entry) -> float:
         """Total weight of entries strictly less than ``bound``."""
         i = bisect.bisect_left(self._maxes, bound)
-        total = sum(self._sums[:i])
+        total = sum(self._sums[:i], 0.0)
         if i < len(self._blocks):
             block = self._blocks[i]
             j = bisect.bisect_left(block, bound)
-            total += sum(self._weights[i][:j])
+            total += sum(self._weights[i][:j], 0.0)
         return total
 
     def iter_range(self, low: Entry | None, high: Entry | None) -> Iterator[Entry]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,29 +69,32 @@ BASES = ("ilucid", "rule")
 
 _NUMBERS = "numbers"  # an array of numbers (``levels``)
 _PROFILE_KEYS: Mapping[str, Any] = {"name": str, "base": str, "summary": str}
-#: TOML types of DefaultConfig's field annotations (``X | None``: X, or leave it out)
-_KINDS: Mapping[str, Any] = {
-    "float": float,
-    "int": int,
-    "bool": bool,
-    "str": str,
-    "tuple[float, ...]": _NUMBERS,
-    "Mapping[str, TenantQuota]": dict,
-}
-#: the DefaultConfig fields a [settings] table may set, and their TOML types: every
-#: field whose type a TOML value can give (the config grows; this list follows it)
+#: the DefaultConfig fields a [settings] table may set, and their TOML types. Written
+#: out, not read off the field annotations (a compiled core keeps no annotation text);
+#: a test checks it names every field, so the list follows the config as it grows
 _SETTINGS: Mapping[str, Any] = {
-    f.name: _KINDS[str(f.type).removesuffix(" | None")]
-    for f in fields(DefaultConfig)
-    if str(f.type).removesuffix(" | None") in _KINDS
+    "levels": _NUMBERS,
+    "starve_after_s": float,
+    "rewait_after_s": float,
+    "guard_slice_s": float,
+    "reserve_training": float,
+    "quotas": dict,
+    "preemption_limit": int,
+    "lead_per_error": float,
+    "error_window": int,
+    "replan_interval_s": float,
+    "profile_limit_s": float,
+    "profile_max_gpus": int,
+    "profile_probe": int,
+    "pack_scan": int,
+    "assume_gpu_memory_gb": float,
 }
 _TENANT: Mapping[str, Any] = {"guaranteed": int, "borrow_limit": int, "weight": float}
 _QUEUE_ORDER: Mapping[str, Any] = {"rule": str, "entry_point": str, "reserve_training": float}
 _SECTIONS = ("profile", "settings", "queue_order")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-#: of those, the ones ``false`` turns off (``X | None``: profile_limit_s, preemption_limit)
-_OPTIONAL = frozenset(f.name for f in fields(DefaultConfig) if str(f.type).endswith(" | None"))
-assert {"levels", "starve_after_s", "reserve_training", "quotas"} <= set(_SETTINGS)
+#: of those, the ones ``false`` turns off (their fields are ``X | None``)
+_OPTIONAL = frozenset({"profile_limit_s", "preemption_limit"})
 
 Q, A, P, S, PR, PK = (
     ExtensionPoint.QUEUE_ORDER,

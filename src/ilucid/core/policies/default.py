@@ -45,7 +45,6 @@ from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import ReplanningPolicy
 from ilucid.core.policies.tiered import TierConfig
-from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
@@ -128,7 +127,7 @@ class DefaultConfig:
             raise ValueError(f"error_window must be >= 1, got {self.error_window}")
 
 
-class DefaultPolicy(ReasonedWaits, ReplanningPolicy):
+class DefaultPolicy(ReplanningPolicy):
     """Starvation guard, inference first, then the leveled estimate re-plan."""
 
     def __init__(self, config: DefaultConfig | None = None, name: str = "ilucid") -> None:

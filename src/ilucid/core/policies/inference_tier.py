@@ -46,7 +46,7 @@ class InferenceTier:
         self.preempts = preempts
         self.preemption_limit = preemption_limit
         self.pending: list[JobState] = []  # oldest first
-        self.used: float = 0  # GPUs inference holds (a share of one GPU as its fraction)
+        self.used: float = 0.0  # GPUs inference holds (a share of one GPU as its fraction)
         self._why = why  # shared with the owning policy: one reason per waiting job
         self._on_node: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements

@@ -21,7 +21,6 @@ from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
-from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.rules import PriorityRule, job_fields
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
@@ -62,7 +61,7 @@ class FunctionOrder:
         return f"priority {shown} by {self.name}; lowest first"
 
 
-class RulePolicy(ReasonedWaits, PolicyBase):
+class RulePolicy(PolicyBase):
     """Inference first, then training ranked afresh by ``order`` every pass (module doc)."""
 
     def __init__(self, name: str, order: QueueOrder, reserve_training: float = 0.2) -> None:

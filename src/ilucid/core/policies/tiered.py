@@ -41,7 +41,6 @@ from ilucid.core.model import JobClass
 from ilucid.core.policies.draining import Drainer
 from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL, InferenceTier
 from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
-from ilucid.core.policies.waits import ReasonedWaits
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
@@ -91,7 +90,7 @@ class TierConfig:
             raise ValueError(f"preemption_limit must be >= 0, got {self.preemption_limit}")
 
 
-class TieredPolicy(ReasonedWaits, PolicyBase):
+class TieredPolicy(PolicyBase):
     """Inference first, training reserve, tenant guarantees, weighted fair share."""
 
     def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
