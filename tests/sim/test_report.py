@@ -8,6 +8,7 @@ renders in a browser is in ``tests/service/test_browser_layout.py``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import re
@@ -98,7 +99,7 @@ def test_chart_data_cannot_end_their_script_element(results: list[SimResult]) ->
 
 
 def _fields(result: SimResult) -> dict[str, object]:
-    return {name: getattr(result, name) for name in SimResult.__slots__}
+    return {f.name: getattr(result, f.name) for f in dataclasses.fields(SimResult)}
 
 
 def test_vendored_uplot_matches_its_readme() -> None:

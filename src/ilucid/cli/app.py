@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ilucid import __version__
+from ilucid import __version__, native
 from ilucid.cli import (
     client,
     demo,
@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Interpretable scheduling of deep-learning jobs on shared GPU clusters.",
         formatter_class=DefaultsFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"ilucid {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"ilucid {__version__}, core: {native.status()}"
+    )
     add_commands(parser.add_subparsers(dest="command", required=True), COMMANDS.values())
     return parser
 

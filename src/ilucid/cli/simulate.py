@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ilucid import native
 from ilucid.cli.common import CliError, Command, policy_list, positive_float, positive_int
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table, summary_rows
@@ -262,6 +263,8 @@ def simulate_trace(
     summaries = [summarize(r) for r in results]
     out.mkdir(parents=True, exist_ok=True)
     safe = {s["policy"]: {k: _json_value(v) for k, v in s.items()} for s in summaries}
+    for figures in safe.values():  # which core ran: wall_s means little without it
+        figures["core"] = str(native.status())
     (out / "summary.json").write_text(json.dumps(safe, indent=2) + "\n", encoding="utf-8")
     for result in results:
         _write_jobs_csv(out / f"jobs-{result.policy}.csv", result)

@@ -11,6 +11,7 @@ from dataclasses import FrozenInstanceError, dataclass
 from enum import StrEnum
 
 from ilucid.core.model import Placement
+from ilucid.core.picklable import picklable
 
 __all__ = ["Action", "Decision", "Reason", "ScorePart", "Words", "written"]
 
@@ -128,3 +129,6 @@ class Decision:
         if self.reasons:
             text += ": " + "; ".join(r.message for r in self.reasons)
         return text
+
+
+picklable(ScorePart, Decision)

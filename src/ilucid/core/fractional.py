@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ilucid.core.decision import ScorePart
 from ilucid.core.free_gpus import FULL_GPU as _FULL_GPU
+from ilucid.core.picklable import picklable
 
 __all__ = [
     "FULL_GPU",
@@ -318,3 +319,6 @@ def _parts(policy: str, scored: tuple[float, ...]) -> tuple[ScorePart, ...]:
     sign = 1.0 if policy == "best-fit" else -1.0
     left = sign * scored[0]
     return (ScorePart(policy, -scored[0], f"leaves {left / FULL_GPU:.2f} GPUs free on the node"),)
+
+
+picklable(PodRequest, ShareNode, TaskType, TaskMix, SharePlacement)

@@ -30,6 +30,7 @@ from typing import Protocol
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState
 from ilucid.core.model import JobSpec, Node
+from ilucid.core.picklable import picklable
 
 __all__ = [
     "AdmissionFilter",
@@ -193,3 +194,6 @@ class Profile:
     def plugin(self, point: ExtensionPoint) -> PluginRef | None:
         """The first plugin acting at ``point``, if any."""
         return next((p for p in self.plugins if p.point is point), None)
+
+
+picklable(VictimChoice, PluginRef, Needs, Profile)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ilucid.core.model import JobSpec, Placement
+from ilucid.core.picklable import picklable
 
 __all__ = ["JobState", "JobStatus", "RestoreOverhead", "lost_since_checkpoint"]
 
@@ -109,3 +110,6 @@ class JobState:
         self.status = JobStatus.DONE
         self.placement = None
         self.since = now
+
+
+picklable(RestoreOverhead)

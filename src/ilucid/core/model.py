@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ilucid.core.picklable import picklable
+
 __all__ = [
     "DEFAULT_ESTIMATE_S",
     "Cluster",
@@ -235,3 +237,6 @@ class PoolSpec:
     def __post_init__(self) -> None:
         if self.cost_per_gpu_hour < 0 or self.startup_s < 0:
             raise ValueError(f"pool {self.name}: cost and start-up delay must be >= 0")
+
+
+picklable(JobSpec, Node, Cluster, Placement, ProfileReport, Forecast, PoolSpec)

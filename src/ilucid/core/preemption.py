@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import JobClass, JobSpec
+from ilucid.core.picklable import picklable
 from ilucid.core.placement import Placer
 from ilucid.core.scheduler import SchedulerConfig
 
@@ -90,3 +91,6 @@ def choose_victims(
         for victim in freed:
             assert victim.job.placement is not None
             free.take(victim.job.placement)
+
+
+picklable(Victim)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ilucid.core.decision import Reason
+from ilucid.core.picklable import picklable
 
 __all__ = ["QuotaBook", "TenantQuota"]
 
@@ -87,3 +88,6 @@ class QuotaBook:
             f" guaranteed GPUs and may borrow {may:.0f} more (needs {gpus})",
             {"used": float(used), "guaranteed": float(quota.guaranteed), "needs": float(gpus)},
         )
+
+
+picklable(TenantQuota)

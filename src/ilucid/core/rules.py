@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ilucid.core.jobs import JobState
 from ilucid.core.model import JobClass
+from ilucid.core.picklable import picklable
 
 __all__ = ["FIELDS", "FUNCTIONS", "PriorityRule", "RuleError", "job_fields"]
 
@@ -224,3 +225,6 @@ def _compile_call(node: ast.Call, names: list[str]) -> Node:
 def _column(node: ast.expr) -> int:
     """1-based column of ``node`` in the rule text."""
     return node.col_offset + 1
+
+
+picklable(PriorityRule)

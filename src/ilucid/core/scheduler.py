@@ -24,6 +24,7 @@ from ilucid.core.model import (
     PoolSpec,
     ProfileReport,
 )
+from ilucid.core.picklable import picklable
 from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
 from ilucid.core.policy import Policy, PolicyBase
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
@@ -462,3 +463,6 @@ class Scheduler:
         if blocked is not None:
             return f"pending{where}: {blocked.message}"
         return f"pending{where}: fits now but {self.policy.name} runs jobs ahead of it first"
+
+
+picklable(SchedulerConfig)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from ilucid.core import JobSpec, Placement, ProfileReport
 
 __all__ = [
@@ -34,6 +36,9 @@ ProgressFn = Callable[[float], None]
 MAX_SAMPLES = 500_000
 
 
+@mypyc_attr(
+    allow_interpreted_subclasses=True
+)  # worlds outside the compiled core (Lucid's, Gavel's, a test's) subclass it
 class World:
     """What only reality knows. This default measures nothing and ignores interference."""
 

@@ -41,6 +41,7 @@ from ilucid.core.decision import Reason, Words
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass, ProfileReport
+from ilucid.core.picklable import picklable
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import ReplanningPolicy
@@ -468,3 +469,6 @@ class DefaultPolicy(ReplanningPolicy):
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq) or self._refused.get(job.seq)
+
+
+picklable(DefaultConfig)

@@ -21,6 +21,7 @@ from ilucid.core.expected_start import expected_remaining
 from ilucid.core.filters import allowed_types
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
+from ilucid.core.picklable import picklable
 from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DRAINED_POOL_PREFIX", "Drain", "Drainer"]
@@ -245,3 +246,6 @@ class Drainer:
             if step.try_start(job, why, drain.pool):
                 return True
         return False
+
+
+picklable(Drain)

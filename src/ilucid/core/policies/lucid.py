@@ -29,6 +29,7 @@ from ilucid.core.filters import allowed_types
 from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
+from ilucid.core.picklable import picklable
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 from ilucid.core.wait_words import PROFILER, plural
 
@@ -445,3 +446,6 @@ class LucidPolicy(PolicyBase):
                     started.append(job)
         for job in started:
             self._dequeue_main(job)
+
+
+picklable(LucidConfig, TunerAction)

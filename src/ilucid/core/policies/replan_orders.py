@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ilucid.core.jobs import JobState, RestoreOverhead
+from ilucid.core.picklable import picklable
 from ilucid.core.sorted_sums import Entry
 
 __all__ = ["EstimateOrder", "ReplanOrder", "SrtfOrder", "TiresiasOrder"]
@@ -204,3 +205,6 @@ class EstimateOrder:
         if len(self._order) > self.memory:
             old = self._order.popleft()
             del self._run_times[bisect.bisect_left(self._run_times, old)]
+
+
+picklable(SrtfOrder, TiresiasOrder)

@@ -20,6 +20,7 @@ from ilucid.core.framework import QueueOrder
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass
+from ilucid.core.picklable import picklable
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.rules import PriorityRule, job_fields
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
@@ -147,3 +148,6 @@ class RulePolicy(PolicyBase):
         if told is not None or job.spec.job_class is JobClass.INFERENCE:
             return told
         return self.order.describe(job, now)
+
+
+picklable(RuleOrder, FunctionOrder)

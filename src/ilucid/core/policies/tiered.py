@@ -38,6 +38,7 @@ from ilucid.core.decision import Reason
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass
+from ilucid.core.picklable import picklable
 from ilucid.core.policies.draining import Drainer
 from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL, InferenceTier
 from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
@@ -424,3 +425,6 @@ class _FillScan:
 
     def may_backfill(self, bucket: Bucket) -> bool:
         return self.latest is not None and bucket[2] < self.failed_backfill.get(bucket[:2], _NEVER)
+
+
+picklable(TierConfig)
