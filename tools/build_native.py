@@ -1,6 +1,7 @@
 """Compile the replay's hot modules with mypyc, beside their sources (``make native``).
 
-The same typed source, compiled: a replay gives the same results, 30-40% sooner.
+The same typed source, compiled: a replay gives the same results in about 3/4 of
+the time.
 The manifest (``src/ilucid/_native.json``, written last) records each compiled
 source's hash; ``ilucid.native`` loads the extension modules only while every
 hash still matches, so an edit never runs stale code. Without a C compiler or
