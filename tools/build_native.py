@@ -53,8 +53,15 @@ def remove_built() -> int:
     for path in [*PACKAGE.rglob("*.so"), *SRC.glob(f"{GROUP}__mypyc*.so")]:
         path.unlink()
         removed += 1
-    (PACKAGE / "_native.json").unlink(missing_ok=True)
+    (PACKAGE / "_native.json").unlink(missing_ok=True)  # ilucid.native.MANIFEST
     return removed
+
+
+def source_hashes() -> dict[str, str]:
+    """What the manifest records: each compiled module's source hash, by module name."""
+    from ilucid.native import module_source, source_hash
+
+    return {module_name(m): source_hash(module_source(module_name(m), SRC)) for m in MODULES}
 
 
 def build(jobs: int) -> Path:
@@ -63,9 +70,9 @@ def build(jobs: int) -> Path:
     from setuptools import setup
 
     sys.path.insert(0, str(SRC))
-    from ilucid.native import MANIFEST, module_source, source_hash
+    from ilucid.native import MANIFEST
 
-    hashes = {module_name(m): source_hash(module_source(module_name(m), SRC)) for m in MODULES}
+    hashes = source_hashes()
     BUILD.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
     os.chdir(SRC)  # mypyc names modules by their path from here
@@ -89,8 +96,7 @@ def build(jobs: int) -> Path:
     finally:
         os.chdir(cwd)
     library = next(SRC.glob(f"{GROUP}__mypyc*.so"))
-    after = {module_name(m): source_hash(module_source(module_name(m), SRC)) for m in MODULES}
-    if after != hashes:
+    if source_hashes() != hashes:
         raise RuntimeError("sources changed during the build: run it again")
     manifest = {"modules": hashes, "library": library.name}
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
