@@ -3,11 +3,15 @@ cluster's (labels of NVIDIA's GPU feature discovery, taints, suspended labelled 
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from kmock_thread import KMockThread
 from kmock_watch import ClusterEmulator
 from kubernetes import client
+
+from ilucid.backends.kubernetes_watch import key_of
 
 
 class Emulator:
@@ -220,6 +224,49 @@ def gang_controllers(api: client.ApiClient) -> None:
                 custom.patch_namespaced_custom_object_status(
                     group, version, meta["namespace"], plural, meta["name"], body
                 )
+
+
+def _listed_versions(api: client.ApiClient, what: str, selector: str | None) -> dict[str, str]:
+    """What the API server holds now for one watched resource: key -> resourceVersion."""
+    options: dict[str, Any] = {"_preload_content": False}
+    if selector:
+        options["label_selector"] = selector
+    if what == "nodes":
+        answer = client.CoreV1Api(api).list_node(**options)
+    elif what == "jobs":
+        answer = client.BatchV1Api(api).list_job_for_all_namespaces(**options)
+    else:
+        group, version = CUSTOM[what]
+        answer = client.CustomObjectsApi(api).list_cluster_custom_object(
+            group, version, what, **options
+        )
+    items = json.loads(answer.data).get("items") or []
+    return {key_of(o): str(o["metadata"]["resourceVersion"]) for o in items}
+
+
+def caught_up(made: Any, api: client.ApiClient, timeout_s: float = 15.0) -> None:
+    """Wait until the backend's watches hold what the API server holds now.
+
+    Why: the watches run in threads and a pass reads only what they hold, so a write
+    made by the test (a controller's status, a completion) reaches the next pass only
+    once its watch event has arrived; on a loaded machine that can take longer than a
+    few passes. Before the first pass there is nothing to wait for (it lists)."""
+    informers = [made.nodes, *made.informers.values()]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        behind = []
+        for informer in informers:
+            if not informer.synced.is_set() or informer.missing is not None:
+                continue
+            selector = None if informer.what == "nodes" else made.queue_label
+            held = {key_of(o): str(o["metadata"]["resourceVersion"]) for o in informer.snapshot()}
+            if held != _listed_versions(api, informer.what, selector):
+                behind.append(informer.what)
+        if not behind:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the watches of {behind} did not catch up in {timeout_s} s")
+        time.sleep(0.02)
 
 
 #: backends made by the tests, closed (their watch threads stopped) after each test

@@ -19,7 +19,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kube_fixtures import Emulator, backend, create, gpu_job, gpu_node, jobset, pytorchjob
+from kube_fixtures import (
+    Emulator,
+    backend,
+    caught_up,
+    create,
+    gpu_job,
+    gpu_node,
+    jobset,
+    pytorchjob,
+)
 
 from ilucid.backends.kubernetes import LeaseElector
 from ilucid.service.db import DecisionRow, JobRow, make_engine, migrate
@@ -76,6 +85,7 @@ def service(tmp_path: Path, api: Any, name: str = "db.sqlite") -> SchedulerServi
 
 def passes(svc: SchedulerService, batch: client.BatchV1Api, count: int = 3) -> None:
     for _ in range(count):
+        caught_up(svc.backend, batch.api_client)
         svc.reconcile()
         job_controller(batch)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from kube_fixtures import (
     CUSTOM,
     Emulator,
     backend,
+    caught_up,
     create,
     gang_controllers,
     gpu_job,
@@ -65,10 +65,10 @@ def suspended(plural: str, obj: dict[str, Any]) -> bool:
 
 def passes(svc: SchedulerService, api: client.ApiClient, count: int = 4) -> None:
     for _ in range(count):
+        caught_up(svc.backend, api)  # the watches bring the controllers' writes
         svc.reconcile()
         job_controller(client.BatchV1Api(api))
         gang_controllers(api)
-        time.sleep(0.05)  # the watches bring the controllers' writes
 
 
 def rows(svc: SchedulerService) -> dict[str, JobRow]:

@@ -16,7 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kube_fixtures import Emulator, backend, create, gang_controllers, gpu_job, gpu_node, jobset
+from kube_fixtures import (
+    Emulator,
+    backend,
+    caught_up,
+    create,
+    gang_controllers,
+    gpu_job,
+    gpu_node,
+    jobset,
+)
 
 from ilucid.backends.base import BackendUnavailable
 from ilucid.backends.kubernetes_kinds import JOB, JOBSET
@@ -53,6 +62,7 @@ def service(tmp_path: Path, api: Any) -> SchedulerService:
 def passes(svc: SchedulerService, batch: client.BatchV1Api, count: int = 3) -> None:
     """Service passes, with the Job controller's part played (admitted Jobs get a pod)."""
     for _ in range(count):
+        caught_up(svc.backend, batch.api_client)
         svc.reconcile()
         for job in batch.list_job_for_all_namespaces().items:
             active = (job.status.active if job.status else 0) or 0
