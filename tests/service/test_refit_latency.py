@@ -107,7 +107,9 @@ class Blocks:
         self.service.submit(JobRequest(["true"], gpus=1, user="ann", tenant="vision"))
         _wait(lambda: self.keeper.live.finished_jobs > finished, 30, "the block's job")
         if refit:
-            _wait(lambda: self.keeper.live.version > version, 60, "the block's refit")
+            # a guard against a hang, not a speed check: the worker runs under SCHED_IDLE,
+            # and on a CI machine busy with other tests a 6 s refit once took 43 s
+            _wait(lambda: self.keeper.live.version > version, 300, "the block's refit")
         _wait(lambda: time.monotonic() - began >= at_least_s, at_least_s + 1, "the block's end")
         assert (self.keeper.live.version > version) == refit, "a refit where none was due"
         assert refit or not self.keeper.status()["refitting"], "a refit where none was due"
@@ -189,7 +191,7 @@ def live(tmp_path: Path, scheduler: str) -> Iterator[tuple[TimedService, Duratio
         # the first pass starts the held jobs and the first refit (no model yet),
         # which warms the worker up (imports, the Dask client's connection)
         loop.start()
-        _wait(lambda: keeper.live.version == 1, 90, "the first refit")
+        _wait(lambda: keeper.live.version == 1, 300, "the first refit")
         _beside_the_loop(worker.pid)  # after its imports and first fit
         running = [j for j in service.scheduler.jobs.values() if j.status.value == "running"]
         assert len(running) == HELD, "the 14 held jobs run; the 4-GPU ones wait"
