@@ -124,6 +124,30 @@ class Decision:
     #: PREEMPT: seconds its restore will cost when it starts again
     overhead_s: float = 0.0
 
+    def __init__(
+        self,
+        action: Action,
+        job_id: str,
+        placement: Placement | None = None,
+        reasons: tuple[Reason, ...] = (),
+        score: tuple[ScorePart, ...] = (),
+        limit_s: float | None = None,
+        shares_with: str | None = None,
+        startup_s: float = 0.0,
+        lost_s: float = 0.0,
+        overhead_s: float = 0.0,
+    ) -> None:  # written out: one per start and preemption (see JobSpec.__init__)
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "job_id", job_id)
+        object.__setattr__(self, "placement", placement)
+        object.__setattr__(self, "reasons", reasons)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "limit_s", limit_s)
+        object.__setattr__(self, "shares_with", shares_with)
+        object.__setattr__(self, "startup_s", startup_s)
+        object.__setattr__(self, "lost_s", lost_s)
+        object.__setattr__(self, "overhead_s", overhead_s)
+
     def explain(self) -> str:
         text = f"{self.action.value} {self.job_id}"
         if self.reasons:

@@ -71,6 +71,47 @@ class JobSpec:
     cpus: float | None = None
     memory_gb: float | None = None
 
+    # Written out rather than generated (see ilucid.core.fast_init): a replay builds
+    # one JobSpec per arrival and per estimate; a test checks it matches the fields.
+    def __init__(
+        self,
+        id: str,
+        submit_time: float,
+        num_gpus: int,
+        duration: float,
+        job_class: JobClass = JobClass.TRAINING,
+        tenant: str = "default",
+        user: str = "default",
+        gpu_type: str | None = None,
+        gpu_memory_gb: float | None = None,
+        gpu_milli: int = 1000,
+        priority: int = 0,
+        shape: tuple[int, ...] | None = None,
+        estimate: float | None = None,
+        checkpoint_s: float | None = None,
+        preferred_gpu_types: tuple[str, ...] = (),
+        cpus: float | None = None,
+        memory_gb: float | None = None,
+    ) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "submit_time", submit_time)
+        object.__setattr__(self, "num_gpus", num_gpus)
+        object.__setattr__(self, "duration", duration)
+        object.__setattr__(self, "job_class", job_class)
+        object.__setattr__(self, "tenant", tenant)
+        object.__setattr__(self, "user", user)
+        object.__setattr__(self, "gpu_type", gpu_type)
+        object.__setattr__(self, "gpu_memory_gb", gpu_memory_gb)
+        object.__setattr__(self, "gpu_milli", gpu_milli)
+        object.__setattr__(self, "priority", priority)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "estimate", estimate)
+        object.__setattr__(self, "checkpoint_s", checkpoint_s)
+        object.__setattr__(self, "preferred_gpu_types", preferred_gpu_types)
+        object.__setattr__(self, "cpus", cpus)
+        object.__setattr__(self, "memory_gb", memory_gb)
+        self.__post_init__()
+
     def __post_init__(self) -> None:
         if self.checkpoint_s is not None and self.checkpoint_s <= 0:
             raise ValueError(f"job {self.id}: checkpoint_s must be > 0, got {self.checkpoint_s}")
@@ -188,6 +229,20 @@ class Placement:
     #: CPUs and memory (GB) taken on each node of ``parts`` (0: none stated)
     cpus: float = 0.0
     memory_gb: float = 0.0
+
+    def __init__(
+        self,
+        parts: tuple[tuple[int, int], ...],
+        share: int | None = None,
+        milli: int = 1000,
+        cpus: float = 0.0,
+        memory_gb: float = 0.0,
+    ) -> None:  # written out: one per placement tried (see JobSpec.__init__)
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "share", share)
+        object.__setattr__(self, "milli", milli)
+        object.__setattr__(self, "cpus", cpus)
+        object.__setattr__(self, "memory_gb", memory_gb)
 
     @property
     def num_gpus(self) -> int:

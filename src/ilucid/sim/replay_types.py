@@ -90,12 +90,55 @@ class JobRecord:
     lost_work_s: float = 0.0  # solo-seconds of work redone after preemptions
     startup_s: float = 0.0  # provisioning delays paid in paid pools
     predicted_start: float = -1.0  # expected start the core gave while it waited (sampled)
+    main_start: float = -1.0  # first start outside the profiling pool
+
+    def __init__(
+        self,
+        id: str,
+        submit: float,
+        num_gpus: int,
+        duration: float,
+        job_class: str,
+        tenant: str,
+        first_start: float = -1.0,
+        end: float = -1.0,
+        preemptions: int = 0,
+        nodes: str = "",
+        busy_gpu_seconds: float = 0.0,
+        work_done: float = 0.0,
+        restores: int = 0,
+        profiled_s: float = 0.0,
+        packed: int = 0,
+        wait_reason: str = "",
+        lost_work_s: float = 0.0,
+        startup_s: float = 0.0,
+        predicted_start: float = -1.0,
+        main_start: float = -1.0,
+    ) -> None:  # written out: one per job (see ilucid.core.model.JobSpec.__init__)
+        self.id = id
+        self.submit = submit
+        self.num_gpus = num_gpus
+        self.duration = duration
+        self.job_class = job_class
+        self.tenant = tenant
+        self.first_start = first_start
+        self.end = end
+        self.preemptions = preemptions
+        self.nodes = nodes
+        self.busy_gpu_seconds = busy_gpu_seconds
+        self.work_done = work_done
+        self.restores = restores
+        self.profiled_s = profiled_s
+        self.packed = packed
+        self.wait_reason = wait_reason
+        self.lost_work_s = lost_work_s
+        self.startup_s = startup_s
+        self.predicted_start = predicted_start
+        self.main_start = main_start
 
     @property
     def jct(self) -> float:
         return self.end - self.submit
-
-    main_start: float = -1.0  # first start outside the profiling pool
 
     @property
     def queueing_delay(self) -> float:
