@@ -102,8 +102,9 @@ def test_a_replay_is_the_same_compiled_or_pure(tmp_path: Path, policy: str) -> N
 
 
 def test_every_frozen_dataclass_of_the_compiled_modules_pickles_by_its_fields() -> None:
-    """Compiled, a frozen dataclass cannot be unpickled field by field: each registers
-    a reducer (jobs, clusters and configurations cross processes)."""
+    """Compiled, a frozen dataclass cannot be unpickled field by field, nor one with its
+    own ``__init__`` (mypyc's ``__new__`` runs it): each registers a reducer (jobs,
+    clusters, configurations and job records cross processes)."""
     import dataclasses
     import importlib
     import pickle
@@ -124,15 +125,22 @@ def test_every_frozen_dataclass_of_the_compiled_modules_pickles_by_its_fields() 
             if ours and params is not None and params.frozen:
                 frozen.add(value)
     assert frozen and frozen <= REGISTERED, sorted(c.__name__ for c in frozen - REGISTERED)
-
+    # (those with their own __init__: tests/test_written_inits.py)
     from ilucid.core import Cluster, JobSpec, Reason
     from ilucid.core.policies.default import DefaultConfig
     from ilucid.core.quota import TenantQuota
+    from ilucid.sim.replay_types import JobRecord
 
     job = JobSpec("a", 5.0, 2, 100.0, user="u", estimate=90.0)
     cluster = Cluster.homogeneous(2, 4)
     config = DefaultConfig(quotas={"t": TenantQuota(4)}, levels=(10.0, 20.0))
-    for value in (job, cluster, config, Reason("Code", "a sentence", {"x": 1.0})):
+    from ilucid.core.decision import Action, Decision
+    from ilucid.core.model import Placement
+
+    record = JobRecord("a", 5.0, 2, 100.0, "training", "t", first_start=7.0, packed=1)
+    decision = Decision(Action.START, "a", Placement(((0, 2),)), limit_s=60.0)
+    for value in (job, cluster, config, Reason("Code", "a sentence", {"x": 1.0}), record,
+                  decision):  # fmt: skip
         copy = pickle.loads(pickle.dumps(value))
         assert copy == value and dataclasses.is_dataclass(copy) == dataclasses.is_dataclass(value)
     assert pickle.loads(pickle.dumps(cluster)).total_gpus == 8

@@ -1,11 +1,13 @@
-"""Frozen dataclasses pickle by their fields, as the class's own ``__init__`` builds them.
+"""Dataclasses that pickle by their fields, as the class's own ``__init__`` builds them.
 
-Compiled by mypyc (``make native``), a frozen dataclass cannot be unpickled the
-default way, field by field through its frozen ``__setattr__``; jobs, clusters
-and configurations cross process boundaries (``--processes``, the fit worker,
-Dask). Registering a reducer with :mod:`copyreg` works for both the compiled
-and the pure-Python class, and every pickler (multiprocessing's, cloudpickle's)
-consults it.
+Compiled by mypyc (``make native``), two kinds of dataclass cannot be unpickled
+the default way (an empty object from ``__new__``, then its state): a frozen one,
+whose state goes through its frozen ``__setattr__``, and one that writes its own
+``__init__``, which mypyc's ``__new__`` runs (with no arguments, so it fails).
+Jobs, clusters, configurations and job records cross process boundaries
+(``--processes``, the fit worker, Dask). Registering a reducer with
+:mod:`copyreg` works for both the compiled and the pure-Python class, and every
+pickler (multiprocessing's, cloudpickle's) consults it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 __all__ = ["REGISTERED", "picklable"]
 
-#: the classes registered so far (a test checks every frozen dataclass is)
+#: the classes registered so far (a test checks every frozen dataclass, and every one
+#: with its own ``__init__``, is)
 REGISTERED: set[type] = set()
 
 
@@ -25,7 +28,7 @@ def _reduce(obj: Any) -> tuple[type, tuple[Any, ...]]:
 
 
 def picklable(*classes: type) -> None:
-    """Pickle ``classes`` (frozen dataclasses, init fields positional) by their fields."""
+    """Pickle ``classes`` (dataclasses, init fields positional) by their fields."""
     for cls in classes:
         copyreg.pickle(cls, _reduce)
         REGISTERED.add(cls)

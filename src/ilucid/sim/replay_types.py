@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from mypy_extensions import mypyc_attr
 
 from ilucid.core import JobSpec, Placement, ProfileReport
+from ilucid.core.picklable import picklable
 
 __all__ = [
     "MAX_SAMPLES",
@@ -146,6 +147,9 @@ class JobRecord:
         profiling (profiling counts as waiting for the cluster, as in Lucid)."""
         start = self.main_start if self.main_start >= 0 else self.first_start
         return start - self.submit
+
+
+picklable(JobRecord)  # its own __init__ (see ilucid.core.picklable)
 
 
 @dataclass(slots=True)
