@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 ## native: compile the replay's hot modules with mypyc beside their sources (about 1.5 min;
-## the same results in about 3/4 of the time). Used only while they match their sources:
+## the same results in about 3/5 of the time). Used only while they match their sources:
 ## an edit, ILUCID_PURE=1 or `make native-clean` runs the pure Python (--version tells)
 NATIVE := src/ilucid/_native.json
 NATIVE_SOURCES := $(shell $(PYTHON) tools/build_native.py --list)
