@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Sequence
@@ -170,13 +171,20 @@ def run_policies(
         return runs
     context = mp.get_context("fork")
     shared_array = context.Array("d", len(policies), lock=False)
-    with context.Pool(workers, initializer=_init_worker, initargs=(shared_array,)) as pool:
-        pending = pool.map_async(_run_one, tasks, chunksize=1)
-        while not pending.ready():
-            pending.wait(0.2)
+    # an executor rather than multiprocessing.Pool: when a worker dies or its result
+    # cannot be read back, the futures fail (BrokenProcessPool, with the cause) where a
+    # Pool's result thread dies and its caller waits for ever
+    with cf.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_init_worker, initargs=(shared_array,)
+    ) as pool:
+        futures = [pool.submit(_run_one, task) for task in tasks]
+        while not all(f.done() for f in futures):
+            cf.wait(futures, timeout=0.2, return_when=cf.FIRST_EXCEPTION)
             if on_progress:
                 on_progress(list(shared_array))
-        runs = pending.get()
+            if any(f.done() and f.exception() is not None for f in futures):
+                break
+        runs = [f.result() for f in futures]
     _payload = None
     if on_progress:
         on_progress([1.0] * len(policies))
