@@ -54,3 +54,25 @@ def unreadable_results() -> Iterator[None]:
 def test_a_result_that_cannot_be_read_back_fails_the_run(unreadable_results: None) -> None:
     with pytest.raises(BrokenProcessPool):
         run_policies(_jobs(), Cluster.homogeneous(2, 4), ["fifo", "sjf"], processes=2)
+
+
+def _square(value: int) -> int:
+    return value * value
+
+
+def _unreadable_square(value: int) -> object:
+    return _Unreadable() if value == 3 else value * value
+
+
+class _Unreadable:
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return _unreadable, ()
+
+
+def test_forked_map_keeps_the_order_and_fails_on_an_unreadable_result() -> None:
+    """The helper behind mixed, hetero, hybrid and fragmentation's worker processes."""
+    from ilucid.sim.forked import forked_map
+
+    assert list(forked_map(_square, range(6), 2)) == [0, 1, 4, 9, 16, 25]
+    with pytest.raises(BrokenProcessPool):
+        list(forked_map(_unreadable_square, range(6), 2))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -14,6 +13,7 @@ from ilucid.cli.common import Command
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table
 from ilucid.core.fractional import POLICIES
+from ilucid.sim.forked import forked_map
 from ilucid.sim.fragmentation import PackingOutcome, inflate, never_fits
 from ilucid.traces import TraceError, trace_dir
 from ilucid.traces.formats import load_alibaba_share
@@ -79,10 +79,9 @@ def _fragmentation(args: argparse.Namespace) -> int:
     results = []
     with ProgressDisplay([f"{len(tasks)} packings"], what="packed") as progress:
         if workers > 1:
-            with mp.get_context("fork").Pool(workers) as pool:
-                for result in pool.imap(_run, tasks):
-                    results.append(result)
-                    progress.update([len(results) / len(tasks)])
+            for result in forked_map(_run, tasks, workers):
+                results.append(result)
+                progress.update([len(results) / len(tasks)])
         else:
             for task in tasks:
                 results.append(_run(task))

@@ -11,7 +11,6 @@ each type would; the type-blind run places by consolidation alone.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from ilucid.core import Cluster, JobSpec, Node, SchedulerConfig
 from ilucid.core.policies import make_policy, needs_estimates
 from ilucid.sim.engine import SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.forked import forked_map
 from ilucid.sim.gavel_world import GavelWorld
 from ilucid.sim.metrics import summarize
 
@@ -79,7 +79,6 @@ def run_hetero(
         workers = processes if processes is not None else min(2, os.cpu_count() or 1)
         if workers <= 1:
             return [_run(False), _run(True)]
-        with mp.get_context("fork").Pool(workers) as pool:
-            return pool.map(_run, [False, True], chunksize=1)
+        return list(forked_map(_run, [False, True], workers))
     finally:
         _payload = None

@@ -12,7 +12,6 @@ pool and the cloud bill.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from ilucid.core import Cluster, JobSpec, Node, SchedulerConfig
 from ilucid.core.policies import make_policy, needs_estimates
 from ilucid.sim.engine import SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.forked import forked_map
 from ilucid.sim.metrics import summarize
 
 __all__ = ["CLOUD_POOL", "HybridRun", "hybrid_cluster", "run_hybrid"]
@@ -84,7 +84,6 @@ def run_hybrid(
         workers = processes if processes is not None else min(len(values), os.cpu_count() or 1)
         if workers <= 1:
             return [_run(v) for v in values]
-        with mp.get_context("fork").Pool(workers) as pool:
-            return pool.map(_run, list(values), chunksize=1)
+        return list(forked_map(_run, list(values), workers))
     finally:
         _payload = None

@@ -10,7 +10,6 @@ inference costs training).
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from ilucid.core.policies import (
 )
 from ilucid.sim.engine import JobRecord, SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.forked import forked_map
 from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
 
@@ -210,5 +210,4 @@ def _pool_map(tasks: list[tuple[str, str, bool]], processes: int | None) -> list
     workers = processes if processes is not None else min(len(tasks), os.cpu_count() or 1)
     if workers <= 1:
         return [_run_task(t) for t in tasks]
-    with mp.get_context("fork").Pool(workers) as pool:
-        return pool.map(_run_task, tasks, chunksize=1)
+    return list(forked_map(_run_task, tasks, workers))
