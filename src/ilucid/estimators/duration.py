@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ilucid.estimators.features import DURATION_FEATURES, FeatureRow
+from ilucid.estimators.portable import portable_fits
 
 __all__ = [
     "Contribution",
@@ -159,6 +160,7 @@ class EbmDuration(_Saved):
     def fit(self, rows: Sequence[FeatureRow], durations: Sequence[float]) -> None:
         from interpret.glassbox import ExplainableBoostingRegressor
 
+        portable_fits()
         self.columns = _informative(rows)
         self.model = ExplainableBoostingRegressor(
             interactions=self.interactions,

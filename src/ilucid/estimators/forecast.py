@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.core import JobSpec
+from ilucid.estimators.portable import portable_fits
 
 __all__ = ["BIN_S", "LoadForecaster", "load_series"]
 
@@ -80,6 +81,7 @@ class LoadForecaster:
         rows = [_row(count, work, t) for t in range(len(work) - HORIZON_BINS)]
         targets = [math.log1p(_target(series, t)) for t in range(len(work) - HORIZON_BINS)]
         self.columns = list(rows[0])
+        portable_fits()
         self.model = ExplainableBoostingRegressor(
             interactions=0, outer_bags=2, max_rounds=1000, random_state=self.seed, n_jobs=2
         )

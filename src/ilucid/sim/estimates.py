@@ -75,7 +75,10 @@ itp-04  0.662 -> 0.718   16,510 -> 17,920     20,746 -> 20,758 (+0.1%)
 itp-05  0.691 -> 0.514   7,715 -> 6,983       65,485 -> 68,549 (+4.7%)
 ======  ===============  ===================  ===========================
 
-(itp-05's last refit falls past its last arrival: 6 models instead of 7.) Estimate
+(itp-05's last refit falls past its last arrival: 6 models instead of 7.) These
+tables were measured on an AVX-512 machine before fits took interpret's scalar
+path (:mod:`ilucid.estimators.portable`); on it, mean JCT moved by at most 2.3%
+(itp-02 27,673 -> 28,314 s, p99.9 queueing 14,302 -> 16,185 s). Estimate
 error moves both ways, and mean JCT by up to 4.7%, not in step with the error
 (itp-05's estimates improved while its mean JCT rose): the estimates carry little
 of the jobs' order (see the default profile), so JCT moves with their values.
