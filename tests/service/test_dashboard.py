@@ -395,6 +395,31 @@ def test_history_pages_and_filters_ended_jobs(served: Served, tab: Tab) -> None:
     assert tab.errors == []
 
 
+def test_a_history_filter_is_not_ready_until_its_own_table_is_shown(
+    served: Served, tab: Tab
+) -> None:
+    # the browser fires hashchange a task after the hash is set: until then the old
+    # table stood under the new hash, still marked ready (a test read it so in CI)
+    page = tab.page
+    page.goto(f"{served.url}/#/history&token={served.token}")
+    page.wait_for_selector("body[data-ready=history]")
+    page.select_option("#history-state", "failed")
+    at_submit = page.evaluate(
+        """() => {
+          document.querySelector('#history-form button[type=submit]').click();
+          return [location.hash, document.body.dataset.ready || null];
+        }"""
+    )
+    assert at_submit == ["#/history?state=failed", None]
+    page.wait_for_function("() => document.body.dataset.ready === 'history'")
+    assert _texts(page, "#history-table td[data-col=id]") == [served.ended[1]]
+    # the same filters again: no hashchange comes, so the page reloads the table itself
+    page.click("#history-form button[type=submit]")
+    page.wait_for_selector("body[data-ready=history]")
+    assert _texts(page, "#history-table td[data-col=id]") == [served.ended[1]]
+    assert tab.errors == []
+
+
 def test_job_page_shows_expected_start_and_the_estimate_terms(served: Served, tab: Tab) -> None:
     # the quick job's estimate as the live duration model explains one (two terms)
     terms = (Contribution("num_gpus", 0.4, "num_gpus=1"), Contribution("user", -0.2, "user=admin"))

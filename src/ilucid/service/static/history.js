@@ -49,16 +49,25 @@ async function loadHistory(hash) {
   return true;
 }
 
+// The page stops saying it is ready at once: the browser fires hashchange a task
+// later, and until then the old table stood under the new hash marked ready.
+function showHistory(query) {
+  const hash = historyHash(query);
+  if (hash === location.hash) { refresh(true); return; }
+  delete document.body.dataset.ready;
+  location.hash = hash;
+}
+
 function setUpHistory() {
   $('history-form').addEventListener('submit', event => {
     event.preventDefault();
-    location.hash = historyHash({state: $('history-state').value,
+    showHistory({state: $('history-state').value,
       user: $('history-user').value.trim(), tenant: $('history-tenant').value.trim(), page: 1});
   });
   for (const [id, step] of [['history-prev', -1], ['history-next', 1]]) {
     $(id).addEventListener('click', () => {
       const query = historyQuery(location.hash);
-      location.hash = historyHash({...query, page: Math.max(1, query.page + step)});
+      showHistory({...query, page: Math.max(1, query.page + step)});
     });
   }
 }
