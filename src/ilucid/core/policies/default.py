@@ -37,7 +37,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ilucid.core.decision import Reason, Words
+from ilucid.core.decision import Reason
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobClass, ProfileReport
@@ -45,6 +45,7 @@ from ilucid.core.picklable import picklable
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import ReplanningPolicy
+from ilucid.core.policies.start_words import WhyStart
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
@@ -434,15 +435,15 @@ class DefaultPolicy(ReplanningPolicy):
 
     def _start(self, step: SchedulingPass, job: JobState) -> bool:
         limit = self._profile_limit(job)
-        if step.try_start(job, _WhyStart(self, job, step.now, limit, ""), MAIN_POOL, limit):
+        why = WhyStart(self.name, self.leveled, job, step.now, limit, "")
+        if step.try_start(job, why, MAIN_POOL, limit):
             return True
         whole = job.spec.gpu_milli == 1000  # (a share of one GPU may join one there)
         if whole and step.free.pool_free.get(SERVING_POOL, 0) < job.spec.num_gpus:
             return False
         serving = " (on a node that also serves inference)"
-        return step.try_start(
-            job, _WhyStart(self, job, step.now, limit, serving), SERVING_POOL, limit
-        )
+        why = WhyStart(self.name, self.leveled, job, step.now, limit, serving)
+        return step.try_start(job, why, SERVING_POOL, limit)
 
     # -- questions ---------------------------------------------------------------
     def pending_order(self) -> Iterator[JobState]:
@@ -459,47 +460,6 @@ class DefaultPolicy(ReplanningPolicy):
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq) or self._refused.get(job.seq)
-
-
-class _WhyStart:
-    """Why ``job`` starts now: its facts are taken when it starts (called), its sentence
-    written when read.
-
-    Objects rather than nested functions: compiled, a nested function lives in its
-    enclosing call's environment, which it refers back to, so each start made a
-    reference cycle that kept its pass, decision and placement alive until the garbage
-    collector found them (a quarter of a Philly replay's memory and most of its
-    collection time)."""
-
-    def __init__(
-        self, policy: DefaultPolicy, job: JobState, now: float, limit: float | None, where: str
-    ) -> None:
-        self.policy, self.job, self.now, self.limit, self.where = policy, job, now, limit, where
-
-    def __call__(self) -> Words:
-        order = self.policy.leveled
-        facts = order.facts(self.job, self.now)
-        return _StartWords(self.policy.name, order, facts, self.limit, self.where)
-
-
-class _StartWords:
-    """The sentence of a :class:`_WhyStart` (a :class:`Reason` writes it when first read)."""
-
-    def __init__(
-        self,
-        name: str,
-        order: LeveledEstimateOrder,
-        facts: tuple[int, float, float, int],
-        limit: float | None,
-        where: str,
-    ) -> None:
-        self.name, self.order, self.facts, self.limit, self.where = name, order, facts, limit, where
-
-    def __call__(self) -> str:
-        limit = self.limit
-        first = f"; profiling for up to {limit:g} s first" if limit is not None else ""
-        said = self.order.words(self.facts)
-        return f"{self.name}: {said}; within the GPUs in its order{first}{self.where}"
 
 
 picklable(DefaultConfig)
