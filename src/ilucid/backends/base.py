@@ -20,6 +20,7 @@ __all__ = [
     "BackendUnavailable",
     "Cancels",
     "Capabilities",
+    "CapsLogs",
     "ChecksSubmissions",
     "ClaimsForeignJobs",
     "ExplainsWaits",
@@ -32,6 +33,7 @@ __all__ = [
     "PublishesReasons",
     "QueuesJobs",
     "ReportsExcludedNodes",
+    "RunsJobsAsUsers",
     "SharesGpus",
 ]
 
@@ -135,8 +137,24 @@ class Backend(Protocol):
 
 @runtime_checkable
 class ChecksSubmissions(Protocol):
-    def check(self, command: Sequence[str], cwd: str | None) -> None:
-        """Refuse (ValueError) at submission what could only fail at launch."""
+    def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
+        """Refuse (ValueError) at submission what could only fail at launch (a directory
+        the job's account ``run_as`` cannot enter)."""
+        ...
+
+
+@runtime_checkable
+class RunsJobsAsUsers(Protocol):
+    def needs_account(self) -> bool:
+        """Whether every job must name the Unix identity it runs as (``run_as``): the
+        backend switches users (it is root) and never runs a job as itself."""
+        ...
+
+
+@runtime_checkable
+class CapsLogs(Protocol):
+    def log_cuts(self, job_id: str) -> dict[str, int]:
+        """Bytes cut from each of the job's logs by the size cap (only cut streams)."""
         ...
 
 
@@ -246,6 +264,8 @@ class Capabilities:
     processes: ListsProcesses | None
     excludes: ReportsExcludedNodes | None
     shares: SharesGpus | None
+    accounts: RunsJobsAsUsers | None = None
+    caps_logs: CapsLogs | None = None
 
     @classmethod
     def of(cls, backend: Backend) -> Capabilities:
@@ -260,6 +280,8 @@ class Capabilities:
             processes=backend if isinstance(backend, ListsProcesses) else None,
             excludes=backend if isinstance(backend, ReportsExcludedNodes) else None,
             shares=backend if isinstance(backend, SharesGpus) else None,
+            accounts=backend if isinstance(backend, RunsJobsAsUsers) else None,
+            caps_logs=backend if isinstance(backend, CapsLogs) else None,
         )
 
     def names(self) -> list[str]:
@@ -275,5 +297,7 @@ class Capabilities:
             "lists processes": self.processes,
             "excluded nodes": self.excludes,
             "shares GPUs": self.shares,
+            "runs jobs as users": self.accounts,
+            "caps logs": self.caps_logs,
         }
         return [name for name, capability in present.items() if capability is not None]

@@ -222,7 +222,7 @@ class KubernetesBackend:
         return f"Kubernetes: {kind.kind} {meta['namespace']}/{meta['name']} is suspended"
 
     # -- acting -----------------------------------------------------------------------------
-    def check(self, command: Sequence[str], cwd: str | None) -> None:
+    def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
         """Workloads come from Kubernetes itself; the API cannot make one."""
         raise ValueError(
             "on Kubernetes, submit a batch/v1 Job or a JobSet with spec.suspend: true (a"

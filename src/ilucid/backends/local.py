@@ -9,14 +9,19 @@ Stopping sends a configurable signal to the group (the job may checkpoint)
 and SIGKILL after a grace period.
 
 Jobs never run with the service's privileges. When the service runs as root,
-each job runs as the Unix user its token maps to (``run_as``), else as
-``job_user`` (``nobody`` unless configured); the runner stays root only to
-record the exit code. The job's environment is the service's minus anything
-that looks like a secret (``ILUCID_*``, ``*TOKEN*``, ``*SECRET*``,
-``*PASSWORD*``, ``*KEY``...). The data directory is the service's alone (0700),
-so a job can read neither the database, the admin token nor other jobs' logs.
-A service that is not root cannot switch users: its jobs run as itself, which
-the service says at start.
+each job runs as the identity its ``run_as`` names: its token's Unix account, or
+a dynamic uid of its own (``#61184``, given by the service). The runner
+(:mod:`ilucid.backends.runner`, copied into the private data directory and run
+as ``python -I``) stays root only to contain the job, copy its output into its
+capped logs and record its exit code; it drops groups, gid and uid before it
+enters the job's directory. Each job's processes are held by a cgroup of its own
+where one can be made, else found by their marker (:mod:`ilucid.backends.
+containment`): a job counts as ended, and its GPUs as free, only once none of its
+processes is left. The job's environment is the service's minus anything that
+looks like a secret (``ILUCID_*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``,
+``*KEY``...). The data directory is the service's alone (0700), so a job can read
+neither the database, the admin token nor other jobs' logs. A service that is not
+root cannot switch users: its jobs run as itself, which the service says at start.
 
 GPUs are discovered through NVML (``nvidia-ml-py``) when it is installed and
 finds a driver; otherwise the backend offers a configured number of virtual
@@ -32,8 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,13 +48,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ilucid.backends.accounts import unix_account
+from ilucid.backends import runner as runner_module
+from ilucid.backends.accounts import Account, job_account
 from ilucid.backends.base import Observation, ObservedJob, ProcessState
+from ilucid.backends.containment import (
+    MARKER,
+    Containment,
+    choose_containment,
+    marker_value,
+    scope_of,
+)
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
 
 __all__ = [
-    "DEFAULT_JOB_USER",
+    "DEFAULT_MAX_LOG_MB",
     "GpuInventory",
     "HostResources",
     "LocalBackend",
@@ -59,26 +72,23 @@ __all__ = [
 ]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-#: whom jobs run as when the service is root and the job's token maps to nobody else
-DEFAULT_JOB_USER = "nobody"
+#: the cap on each of a job's two logs, MB (``ilucid serve --max-log-mb``)
+DEFAULT_MAX_LOG_MB = 100.0
+#: logs of ended jobs older than this are removed (``ilucid serve --log-retention-days``)
+DEFAULT_LOG_RETENTION_DAYS = 30.0
 _SECRET_NAME = re.compile(
     r"^ILUCID_|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(^|_)KEY($|_)|^AWS_|^PG", re.IGNORECASE
 )
 
 
 def job_environment(
-    base: Mapping[str, str], extra: Mapping[str, str] | None, account: pwd.struct_passwd | None
+    base: Mapping[str, str], extra: Mapping[str, str] | None, account: Account | None
 ) -> dict[str, str]:
     """The environment a job starts with: ``base`` without what looks like a secret,
     the account's identity when the job runs as another user, then ``extra``."""
     env = {k: v for k, v in base.items() if not _SECRET_NAME.search(k)}
     if account is not None:
-        env.update(
-            HOME=account.pw_dir,
-            USER=account.pw_name,
-            LOGNAME=account.pw_name,
-            SHELL=account.pw_shell or "/bin/sh",
-        )
+        env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell)
     env.update(extra or {})
     return env
 
@@ -127,6 +137,10 @@ def discover_host() -> HostResources:
     return HostResources(float(len(os.sched_getaffinity(0))), round(memory, 1))
 
 
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(map(str, ids))
+
+
 def _start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), or None if gone."""
     try:
@@ -150,16 +164,27 @@ class LocalBackend:
         grace_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         profiler_gpus: int = 0,
-        job_user: str = DEFAULT_JOB_USER,
         host_resources: HostResources | None = None,
+        max_log_mb: float = DEFAULT_MAX_LOG_MB,
+        log_retention_days: float = DEFAULT_LOG_RETENTION_DAYS,
+        containment: Containment | None = None,
     ) -> None:
-        self.root = Path(data_dir) / "jobs"
+        # absolute: the runner, the job and a restarted service all read these paths,
+        # none of them from the directory the service was started in
+        self.data_dir = Path(data_dir).resolve()
+        self.root = self.data_dir / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
         #: root can run each job as its own user; anyone else runs jobs as itself
         self.switches_users = os.geteuid() == 0
-        self.job_user = job_user
-        if self.switches_users:
-            unix_account(job_user)  # fails here, naming the account, if it is unusable
+        if not max_log_mb > 0 or not log_retention_days > 0:
+            raise ValueError("max_log_mb and log_retention_days must be > 0")
+        self.max_log_bytes = int(max_log_mb * 2**20)
+        self.log_retention_s = log_retention_days * 86400.0
+        self._pruned_at: float | None = None
+        self.runner = self._install_runner()
+        self.containment = containment or choose_containment(self.data_dir)
+        #: jobs see only their own user's processes (a private /proc with hidepid)
+        self.hides_proc = self.switches_users and self._probe_private_proc()
         self.gpus = gpus or discover_gpus()
         self.stop_signal = stop_signal
         self.grace_s = grace_s
@@ -199,6 +224,45 @@ class LocalBackend:
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
 
+    def _install_runner(self) -> Path:
+        """The runner, copied where only the service can write (its private data
+        directory): what runs as root before a job drops to its user's uid."""
+        source = Path(runner_module.__file__ or "").read_bytes()
+        target = self.data_dir / "runner.py"
+        if not target.exists() or target.read_bytes() != source:
+            temporary = target.with_name(f".runner.{os.getpid()}.tmp")
+            temporary.write_bytes(source)
+            temporary.chmod(0o644)
+            os.replace(temporary, target)
+        return target
+
+    def _probe_private_proc(self) -> bool:
+        probe = [sys.executable, "-I", str(self.runner), "--probe-proc"]
+        try:
+            return subprocess.run(probe, cwd="/", timeout=10, check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+    def describe_isolation(self) -> list[str]:
+        """What the service says at start about how jobs are held and hidden."""
+        lines = [self.containment.describe()]
+        if self.switches_users:
+            lines.append(
+                "jobs see only their own user's processes (a private /proc, hidepid)"
+                if self.hides_proc
+                else "jobs can list other users' processes: a private /proc with hidepid"
+                " cannot be mounted here"
+            )
+        lines.append(
+            f"job logs: at most {self.max_log_bytes / 2**20:g} MB a stream (head and"
+            f" rolling tail kept); removed {self.log_retention_s / 86400:g} days after"
+            " the job ended"
+        )
+        return lines
+
+    def needs_account(self) -> bool:
+        return self.switches_users
+
     # -- files -----------------------------------------------------------------------
     def _dir(self, job_id: str) -> Path:
         if not _SAFE_ID.match(job_id):
@@ -213,6 +277,7 @@ class LocalBackend:
 
     # -- protocol ----------------------------------------------------------------------
     def observe(self) -> Observation:
+        self._prune_old_logs()
         jobs: dict[str, ObservedJob] = {}
         for folder in sorted(self.root.iterdir()):
             # ``gpus`` is written before the launch, ``pid`` right after it
@@ -237,18 +302,22 @@ class LocalBackend:
         if child is not None:
             child.poll()  # reap our own child so it does not linger as a zombie
         exit_text = self._read(job_id, "exit")
+        pid_text = (self._read(job_id, "pid") or "").split()
+        alive = (
+            exit_text is None
+            and len(pid_text) == 2
+            and pid_text[0].isdigit()
+            and _start_time(int(pid_text[0])) == pid_text[1]
+        )
+        if not alive and not self._none_left(job_id):
+            # its main process ended; what it left behind holds its GPUs until gone
+            return ObservedJob(job_id, ProcessState.STOPPING, gpus, parts=self.parts_of(gpus))
         if exit_text is not None:
             self._children.pop(job_id, None)
             self._stopping.pop(job_id, None)
             return ObservedJob(
                 job_id, ProcessState.EXITED, gpus, int(exit_text), self.parts_of(gpus)
             )
-        pid_text = (self._read(job_id, "pid") or "").split()
-        alive = (
-            len(pid_text) == 2
-            and pid_text[0].isdigit()
-            and _start_time(int(pid_text[0])) == pid_text[1]
-        )
         if not alive:
             self._children.pop(job_id, None)
             deadline = self._stopping.pop(job_id, None)
@@ -260,9 +329,36 @@ class LocalBackend:
         deadline = self._stopping.get(job_id)
         if deadline is not None:
             if self.clock() >= deadline:
+                self.containment.kill(job_id, exclude=[int(pid_text[0])])
                 self._signal(int(pid_text[0]), signal.SIGKILL)
             return ObservedJob(job_id, ProcessState.STOPPING, gpus, parts=self.parts_of(gpus))
         return ObservedJob(job_id, ProcessState.RUNNING, gpus, parts=self.parts_of(gpus))
+
+    def _none_left(self, job_id: str) -> bool:
+        """Whether no process of the job is left; any that outlived its main process
+        (``setsid``, a double fork) is killed now, and the cgroup goes once empty."""
+        if self.containment.pids(job_id):
+            self.containment.kill(job_id)
+            if self.containment.pids(job_id):
+                return False
+        self.containment.release(job_id)
+        return True
+
+    def _prune_old_logs(self, every_s: float = 3600.0) -> None:
+        """Remove the folders (logs) of ended jobs whose logs are older than the
+        retention; at most once an hour."""
+        now = self.clock()
+        if self._pruned_at is not None and now - self._pruned_at < every_s:
+            return
+        self._pruned_at = now
+        oldest = time.time() - self.log_retention_s
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or (folder / "gpus").exists():
+                continue  # a job the service still tracks
+            logs = [folder / name for name in ("stdout.log", "stderr.log")]
+            newest = max((p.stat().st_mtime for p in logs if p.exists()), default=0.0)
+            if newest < oldest:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _recover_pid(self, folder: Path) -> None:
         """A service killed between launching a job and writing its pid: find the
@@ -275,7 +371,7 @@ class LocalBackend:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if marker.encode() in argv and b"ilucid.backends.runner" in argv:
+            if marker.encode() in argv and str(self.runner).encode() in argv:
                 pid = int(entry.name)
                 (folder / "pid").write_text(f"{pid} {_start_time(pid) or ''}", encoding="utf-8")
                 return
@@ -310,9 +406,9 @@ class LocalBackend:
         cpus: float | None = None,
         memory_gb: float | None = None,
     ) -> tuple[int, ...] | None:
-        """Run the job on the placement's GPUs. ``cpus`` and ``memory_gb`` are only
-        booked (the core keeps the host's CPUs and memory); nothing here enforces them
-        (no cgroup or CPU pinning): a local job may use more than it stated."""
+        """Run the job on the placement's GPUs. ``cpus`` and ``memory_gb`` are booked by
+        the core and enforced by the job's cgroup where its cpu and memory controllers
+        are enabled (``ilucid serve`` says at start whether they are)."""
         if not command:
             raise ValueError(f"job {job_id}: empty command")
         if placement is not None:
@@ -337,7 +433,9 @@ class LocalBackend:
             chosen_list += free[:count]
         if len(chosen_list) < gpus:
             return None
-        return self._launch(job_id, command, tuple(chosen_list), env, cwd, run_as)
+        return self._launch(
+            job_id, command, tuple(chosen_list), env, cwd, run_as, 1000, cpus, memory_gb
+        )
 
     def start_shared(
         self,
@@ -385,40 +483,57 @@ class LocalBackend:
         cwd: str | None,
         run_as: str | None,
         milli: int = 1000,
+        cpus: float | None = None,
+        memory_gb: float | None = None,
     ) -> tuple[int, ...]:
         folder = self._dir(job_id)
-        account = unix_account(run_as or self.job_user) if self.switches_users else None
-        if account is not None and cwd is None:  # its home, or / (nobody has none)
-            cwd = account.pw_dir if os.path.isdir(account.pw_dir) else "/"
+        account = self._account(job_id, run_as)
+        if cwd is None:  # its home, or / (a dynamic uid has none)
+            home = account.home if account is not None else os.path.expanduser("~")
+            cwd = home if os.path.isdir(home) else "/"
+        elif not os.path.isdir(cwd):  # gone since submission: the launch fails (retried)
+            raise ValueError(f"cwd {cwd!r}: no such directory on this host")
         folder.mkdir(parents=True, exist_ok=True)
         for stale in ("exit", "exit.tmp", "pid", "milli"):
             (folder / stale).unlink(missing_ok=True)
+        self.containment.prepare(job_id, cpus, memory_gb)  # empty: no leftover runs on
         if milli < 1000:  # written before ``gpus``: a job listed as running has its share
             (folder / "milli").write_text(str(milli), encoding="utf-8")
         (folder / "gpus").write_text(",".join(map(str, chosen)), encoding="utf-8")
         full_env = job_environment(os.environ, env, account)
         full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, chosen))
         full_env["ILUCID_JOB_ID"] = job_id
-        as_user = ["--as", account.pw_name] if account is not None else []
-        with (
-            (folder / "stdout.log").open("ab") as out,
-            (folder / "stderr.log").open("ab") as err,
-        ):
+        full_env[MARKER] = marker_value(scope_of(self.data_dir), job_id)
+        identity = (
+            [f"--uid={account.uid}", f"--gid={account.gid}", f"--groups={_ids(account.groups)}"]
+            if account is not None
+            else []
+        )
+        group = self.containment.group_for(job_id)
+        runner = [
+            sys.executable,
+            "-I",  # isolated: no cwd, user site or PYTHON* variable reaches sys.path
+            str(self.runner),
+            f"--exit={folder / 'exit'}",
+            f"--stdout={folder / 'stdout.log'}",
+            f"--stderr={folder / 'stderr.log'}",
+            f"--max-log-bytes={self.max_log_bytes}",
+            f"--cwd={cwd}",
+            *identity,
+            *([f"--cgroup={group}"] if group else []),
+            *(["--hide-proc"] if self.hides_proc else []),
+            "--",
+            *command,
+        ]
+        # the runner's own complaints (never the job's output) go to its stderr log
+        with (folder / "stderr.log").open("ab") as err:
             child = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ilucid.backends.runner",
-                    str(folder / "exit"),
-                    *as_user,
-                    "--",
-                    *command,
-                ],
-                stdout=out,
+                runner,
+                stdout=err,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 env=full_env,
-                cwd=cwd,
+                cwd="/",  # nothing of the job's user is entered as root
                 start_new_session=True,
             )
         started = _start_time(child.pid) or ""
@@ -426,10 +541,48 @@ class LocalBackend:
         self._children[job_id] = child
         return chosen
 
-    def check(self, command: Sequence[str], cwd: str | None) -> None:
-        """Refuse at submission what would only fail at launch: a missing directory."""
-        if cwd is not None and not os.path.isdir(cwd):
+    def _account(self, job_id: str, run_as: str | None) -> Account | None:
+        """Whom the job runs as: None when the service is not root (it runs as itself)."""
+        if not self.switches_users:
+            return None
+        if run_as is None:
+            raise ValueError(
+                f"job {job_id}: no Unix account to run it as (a root service never runs a"
+                " job as itself; the service gives each token an account or a dynamic uid)"
+            )
+        return job_account(run_as)
+
+    def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
+        """Refuse at submission what would only fail at launch: a directory that is
+        missing, or that the job's account cannot enter."""
+        if cwd is None:
+            return
+        if not os.path.isdir(cwd):
             raise ValueError(f"cwd {cwd!r}: no such directory on this host")
+        account = self._account("", run_as) if run_as is not None else None
+        if account is None:
+            if not os.access(cwd, os.X_OK):
+                raise ValueError(f"cwd {cwd!r}: this service's user cannot enter it")
+            return
+        # asked as the account itself: the kernel checks every directory on the way
+        test = shutil.which("test", path="/usr/bin:/bin") or "/usr/bin/test"
+        entered = subprocess.run(
+            [test, "-x", cwd],
+            cwd="/",
+            user=account.uid,
+            group=account.gid,
+            extra_groups=list(account.groups),
+            env={},
+            timeout=10,
+            check=False,
+        )
+        if entered.returncode != 0:
+            raise ValueError(
+                f"cwd {cwd!r}: the job's account {account.name} (uid {account.uid}) cannot"
+                " enter it; submit from a directory it can enter (every directory on the way"
+                " needs o+x, or the account's group), pass --cwd, or map your token to your"
+                " own Unix account (ilucid token create --unix-user NAME)"
+            )
 
     def stop(self, job_id: str) -> None:
         pid_text = (self._read(job_id, "pid") or "").split()
@@ -437,7 +590,14 @@ class LocalBackend:
             return
         if job_id not in self._stopping:
             self._stopping[job_id] = self.clock() + self.grace_s
-            self._signal(int(pid_text[0]), self.stop_signal)
+            group = int(pid_text[0])
+            self._signal(group, self.stop_signal)
+            # and every process of the job that left the group (setsid, double fork);
+            # those still in it got the signal once, from the group
+            for pid in self.containment.pids(job_id):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if os.getpgid(pid) != group:
+                        os.kill(pid, self.stop_signal)
 
     @staticmethod
     def _signal(pid: int, sig: int) -> None:
@@ -456,22 +616,18 @@ class LocalBackend:
         except OSError:
             return ""
 
+    def log_cuts(self, job_id: str) -> dict[str, int]:
+        cuts = {}
+        for stream in ("stdout", "stderr"):
+            text = self._read(job_id, f"{stream}.log.cut")
+            if text and text.isdigit() and int(text):
+                cuts[stream] = int(text)
+        return cuts
+
     def pids(self, job_id: str) -> list[int]:
-        """Processes of the job's process group (what NVML reports per process)."""
-        pid_text = (self._read(job_id, "pid") or "").split()
-        if not pid_text or not pid_text[0].isdigit():
-            return []
-        group = int(pid_text[0])
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.getpgid(int(entry.name)) == group:
-                    found.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-        return found
+        """The job's processes (what NVML reports usage by): its containment's, which
+        holds them all (the runner, root, is not one of them)."""
+        return self.containment.pids(job_id)
 
     def forget(self, job_id: str) -> None:
         """Drop the on-disk state of an ended job (its logs are kept)."""

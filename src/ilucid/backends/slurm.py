@@ -311,7 +311,7 @@ class SlurmBackend:
         return list(self._foreign)
 
     # -- acting -----------------------------------------------------------------------------
-    def check(self, command: Sequence[str], cwd: str | None) -> None:
+    def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
         """Refuse, before a job is accepted, what could inject shell or Slurm syntax."""
         check_command(command, cwd)
 
