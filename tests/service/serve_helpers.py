@@ -6,6 +6,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _enterable_cwd() -> str | None:
+    """The directory the CLI runs in: ``submit`` sends it as the job's ``cwd``, which a
+    root service refuses when the job's account cannot enter it (a checkout under a
+    0700 home); those tests are not about that, so they submit from /tmp instead."""
+    here = Path.cwd()
+    enterable = all(p.stat().st_mode & 0o001 for p in [here, *here.parents])
+    return None if enterable else tempfile.gettempdir()
+
+
 def run_ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The ``ilucid`` command as a user runs it."""
     return subprocess.run(
@@ -26,6 +36,7 @@ def run_ilucid(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
         env=env,
         timeout=60,
         check=False,
+        cwd=_enterable_cwd(),
     )
 
 

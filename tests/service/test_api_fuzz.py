@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -608,9 +609,11 @@ def test_a_job_that_cannot_launch_fails_with_its_reason(tmp_path: Path) -> None:
     service = SchedulerService(
         make_engine(url), LocalBackend(tmp_path, GpuInventory(1, "virtual", 0, "v"))
     )
-    gone = tmp_path / "gone"
-    gone.mkdir()
-    job = service.submit(JobRequest(["true"], gpus=1, cwd=str(gone)))
+    # a directory the job's account may enter (a root service runs it as a dynamic uid,
+    # and pytest's own folders are 0700): submission accepts it
+    gone = Path(tempfile.mkdtemp(prefix="ilucid-gone-"))
+    gone.chmod(0o755)
+    job = service.submit(JobRequest(["true"], gpus=1, cwd=str(gone), max_retries=0))
     gone.rmdir()  # after submission: the launch itself fails
     service.reconcile()
     client = TestClient(build_app(service))

@@ -70,7 +70,7 @@ def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  
         and "succeeded" not in run_ilucid("jobs", *common, env=env).stdout
     ):
         time.sleep(0.3)
-    assert run_ilucid("logs", short, *common, env=env).stdout.startswith("hi ")
+    assert run_ilucid("logs", short, "--stdout", *common, env=env).stdout.startswith("hi ")
     final = run_ilucid("jobs", *common, env=env).stdout
     assert "cancelled" in final and "succeeded" in final
     bad = run_ilucid("explain", "j999999", *common, env=env)

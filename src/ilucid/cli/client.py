@@ -98,7 +98,19 @@ def _add_submit(submit: argparse.ArgumentParser) -> None:
         help="how often the job checkpoints, s: work lost to a preemption"
         " (default: the service's assumption)",
     )
+    submit.add_argument(
+        "--max-retries",
+        type=int,
+        help="retries, with a backoff of 10 s, 20 s, 40 s..., after a failed launch or a"
+        " vanished process (default: the service's, ilucid serve --max-retries)",
+    )
     _add_job_model(submit)
+    submit.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the job's working directory; a relative DIR is taken from here"
+        " (default: the current directory, as with sbatch)",
+    )
     submit.add_argument(
         "argv", nargs=argparse.REMAINDER, help="-- then the program and its arguments"
     )
@@ -153,7 +165,7 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        raise ValueError("give the command after --, e.g. ilucid submit -- python train.py")
+        raise ValueError("give the command after --, e.g. ilucid submit -- python3 train.py")
     body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
     if args.estimate:
         body["estimate_s"] = args.estimate
@@ -167,6 +179,7 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         "gpus_per_node": args.gpus_per_node,
         "cpus": args.cpus,
         "memory_gb": args.memory,
+        "max_retries": args.max_retries,
     }
     body.update({key: value for key, value in asked.items() if value is not None})
     if args.priority:
@@ -175,6 +188,8 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         body["preferred_gpu_types"] = args.prefer
     if args.gpu_milli != 1000:
         body["gpu_milli"] = args.gpu_milli
+    # the job runs where it was submitted (as with sbatch), or in --cwd, always absolute
+    body["cwd"] = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
     print(call_service(client, "POST", "/jobs", json=body)["id"])
     return 0
 
@@ -229,6 +244,8 @@ def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
         print("  story:")
         for line in result["story"]:
             print(f"    {_when(line['time'])}: {line['text']}")
+    for note in result.get("logs", []):
+        print(f"  logs: {note}")
     return 0
 
 
@@ -240,12 +257,29 @@ def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _add_logs(logs: argparse.ArgumentParser) -> None:
     logs.add_argument("job", help="the job's id, e.g. j000002")
-    logs.add_argument("--stderr", action="store_true", help="its stderr instead of its stdout")
+    pick = logs.add_mutually_exclusive_group()
+    pick.add_argument(
+        "--stdout", action="store_true", help="only its stdout (default: both, labelled)"
+    )
+    pick.add_argument(
+        "--stderr", action="store_true", help="only its stderr (default: both, labelled)"
+    )
 
 
 def _logs(client: httpx.Client, args: argparse.Namespace) -> int:
-    stream = "stderr" if args.stderr else "stdout"
-    sys.stdout.write(call_service(client, "GET", f"/jobs/{args.job}/logs?stream={stream}"))
+    """One stream as it is with ``--stdout``/``--stderr``; else both, one after the other,
+    each under a ``==> stdout <==`` line (an empty one says so)."""
+    picked = "stdout" if args.stdout else "stderr" if args.stderr else None
+    for stream in [picked] if picked else ["stdout", "stderr"]:
+        text = call_service(client, "GET", f"/jobs/{args.job}/logs?stream={stream}")
+        if picked:
+            sys.stdout.write(text)
+            continue
+        sys.stdout.write(f"==> {stream} <==\n")
+        if not text:
+            sys.stdout.write("(empty)\n")
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
@@ -324,7 +358,7 @@ def _replay_on_dask(
 
 COMMANDS = (
     _command(
-        "submit", "submit a job: ilucid submit --gpus 2 -- python train.py", _submit, _add_submit
+        "submit", "submit a job: ilucid submit --gpus 2 -- python3 train.py", _submit, _add_submit
     ),
     _command("jobs", "list jobs", _jobs),
     _command("queue", "pending jobs with position and expected start", _queue),

@@ -30,6 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "Base",
     "DecisionRow",
+    "DynamicUidRow",
     "EstimatorVersion",
     "JobRow",
     "ModelRow",
@@ -90,6 +91,13 @@ class JobRow(Base):
     gpu_milli: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cpus: Mapped[float | None] = mapped_column(Float, nullable=True)
     memory_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # -- retries of a job that could not be launched or vanished (migration 0009)
+    #: failed attempts retried so far (preemptions never count)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: when a job held back after a failed attempt goes back to the queue (None: not held)
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: retries the job allows (None: the service's default)
+    max_retries: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class TransitionRow(Base):
@@ -139,6 +147,15 @@ class TokenRow(Base):
     created: Mapped[float] = mapped_column(Float)
     #: the Unix user this token's jobs run as when the service is root (None: default)
     unix_user: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class DynamicUidRow(Base):
+    """The uid of its own a user without a Unix account runs jobs as (never shared)."""
+
+    __tablename__ = "dynamic_uids"
+
+    uid: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    user: Mapped[str] = mapped_column(String(128), unique=True)
 
 
 class EstimatorVersion(Base):

@@ -84,6 +84,13 @@ class SubmitBody(BaseModel):
     )
     cpus: float | None = Field(None, gt=0, le=100000, allow_inf_nan=False)
     memory_gb: float | None = Field(None, gt=0, le=1 << 20, allow_inf_nan=False)
+    max_retries: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="retries after a failed launch or a vanished process, with a backoff"
+        " (default: the service's)",
+    )
 
     model_config = {"populate_by_name": True, "strict": True}
 

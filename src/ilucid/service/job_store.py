@@ -46,6 +46,7 @@ class JobRequest:
     gpu_milli: int = 1000  # a share of one GPU (1000: whole GPUs)
     cpus: float | None = None
     memory_gb: float | None = None
+    max_retries: int | None = None  # retries after a failed launch or a vanish (None: default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,8 @@ class JobStore:
             gpu_milli=request.gpu_milli if request.gpu_milli != 1000 else None,
             cpus=request.cpus,
             memory_gb=request.memory_gb,
+            attempts=0,
+            max_retries=request.max_retries,
         )
         session.add(row)
         session.add(

@@ -2,7 +2,8 @@
 
 1. observe the backend (what really runs and what ended);
 2. record ends in the database and tell the core (``finish``); a job whose
-   process vanished without an exit record is requeued, not lost;
+   process vanished without an exit record, or whose launch failed, is retried
+   after a backoff (:mod:`~ilucid.service.retries`), not lost;
 3. ask the core to schedule (``schedule(now)``);
 4. apply its decisions through the backend (start, stop), stored with their
    reasons. Intent is committed before acting: a crash leaves a job "running"
@@ -59,6 +60,7 @@ from ilucid.service.launch_words import share_gpus, why_these_gpus
 from ilucid.service.lifecycle import NO_GPUS, Stimulus
 from ilucid.service.live_sampling import Sampler
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
+from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
 __all__ = ["Reconciler"]
 
@@ -83,8 +85,10 @@ class Reconciler:
         durations: DurationKeeper,
         profiling: ProfilingCoordinator,
         sampler: Sampler | None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.store = store
+        self.retries = Retries(store, max_retries)  # held back after a failed attempt
         self.backend = backend
         self.capabilities = capabilities
         self.config = config
@@ -127,6 +131,7 @@ class Reconciler:
         self.cluster = seen.cluster
         self.scheduler = Scheduler(self.cluster, policy, config=self.config)
         self.readopted = []
+        self.retries.waiting = {}
         node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
         with Session(self.store.engine) as session:
             rows = session.scalars(
@@ -170,14 +175,8 @@ class Reconciler:
         if row.state == RUNNING:  # cannot be re-adopted: requeue it cleanly
             self.store.move(session, row, PENDING, Stimulus.RESTART, "not running after a restart")
             row.gpu_indices = ""
-        try:
-            self.scheduler.submit(spec_of(row), row.submit_time)
-        except ValueError as exc:  # the cluster shrank below it: kept, never lost
-            print(
-                f"ilucid serve: {row.id} stays pending outside the queue until the cluster"
-                f" can hold it: {exc}",
-                flush=True,
-            )
+        if not self.retries.held_at_restart(session, row, now):  # else: until its retry
+            self.retries.submit(self.scheduler, row)
 
     def _adopt(
         self,
@@ -261,6 +260,7 @@ class Reconciler:
             self._settle_stopped(session, seen, now)
             self._settle_ended(session, seen, now)
             self.backend_queue.sync(session, seen, self.cluster.total_gpus)
+            self.retries.release_due(session, self.scheduler, now)
             for job_id in self.profiling.due(session, now, self.stopping, self.profiles):
                 self.stop(job_id, "profiled")
             began = time.perf_counter()
@@ -327,7 +327,11 @@ class Reconciler:
             if state in _ALIVE:
                 continue
             if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
-                self._requeue_vanished(session, row, now, observed.reason if observed else None)
+                # the cluster manager's word when it has one (its node went down...)
+                said = observed.reason if observed is not None else None
+                why = said or "its process vanished without an exit"
+                self._failed_attempt(session, row, Stimulus.VANISHED, why, now)
+                self._forgets.append(row.id)
                 continue
             row.exit_code = code = observed.exit_code
             row.end_time = now
@@ -340,19 +344,15 @@ class Reconciler:
             if final == SUCCEEDED and row.first_start is not None:
                 self.durations.finished(spec_of(row), max(0.0, now - row.first_start))
 
-    def _requeue_vanished(
-        self, session: Session, row: JobRow, now: float, why: str | None = None
+    def _failed_attempt(
+        self, session: Session, row: JobRow, stimulus: Stimulus, cause: str, now: float
     ) -> None:
-        if row.id in self.scheduler.jobs:
-            self.scheduler.requeue(row.id, now)
-        else:  # adopted outside the core's books: it queues afresh
-            self.scheduler.submit(spec_of(row), row.submit_time)
-        row.gpu_indices = ""
-        row.preemptions += 1
-        # the cluster manager's word when it has one (its node went down...)
-        sentence = why or "its process vanished without an exit"
-        self.store.move(session, row, PENDING, Stimulus.VANISHED, sentence)
-        self._forgets.append(row.id)
+        """Held back for a retry (out of the core's queue until then), or failed for good."""
+        if self.retries.failed(session, row, stimulus, cause, now):
+            take_out_of_core(self.scheduler, row.id, now)
+            row.gpu_indices = ""
+        else:
+            self.finish_in_core(row.id, now)
 
     def _publish_reasons(self, now: float, every_s: float = 5.0, first: int = 200) -> None:
         """Backends that show why a job waits in the cluster manager itself (Kubernetes
@@ -445,13 +445,9 @@ class Reconciler:
         except BackendUnavailable as exc:  # tried again on the next pass
             print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
             return
-        except (OSError, ValueError) as exc:  # e.g. a missing working directory
-            now = self.clock()
-            row.end_time = now
-            self.finish_in_core(row.id, now)
-            self.store.move(
-                session, row, FAILED, Stimulus.LAUNCH_FAILED, f"could not be launched: {exc}"
-            )
+        except (OSError, ValueError) as exc:  # e.g. a missing working directory: retried
+            cause = f"could not be launched: {exc}"
+            self._failed_attempt(session, row, Stimulus.LAUNCH_FAILED, cause, self.clock())
             return
         if gpus is not None:
             self.store.launched(session, row, ",".join(map(str, gpus)) or NO_GPUS)
@@ -490,11 +486,13 @@ class Reconciler:
 
     # -- questions -------------------------------------------------------------------------
     def queue(self, now: float) -> list[tuple[str, int | None, float | None]]:
-        """Pending jobs with their queue position and expected start time."""
+        """Pending jobs with their queue position and expected start time (one held back
+        for a retry: at the end, not before its retry)."""
         expected = self.scheduler.expected_starts(now)
         rows = []
         for job in self.scheduler.pending():
             position = self.scheduler.policy.queue_position(job, now)
             rows.append((job.spec.id, position, expected.get(job.spec.id)))
+        rows += [(job_id, None, wait.retry_at) for job_id, wait in self.retries.waiting.items()]
         rows.sort(key=lambda r: (r[1] if r[1] is not None else 1 << 30, r[0]))
         return rows

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.edge import SubmitBody
+from ilucid.service.retries import attempts_of
 from ilucid.service.scheduler_service import JobRequest, ServiceError
 
 __all__ = ["estimate_json", "job_json", "router"]
@@ -51,6 +52,9 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "gpu_milli": row.gpu_milli or 1000,
         "cpus": row.cpus,
         "memory_gb": row.memory_gb,
+        "max_retries": row.max_retries,  # None: the service's default
+        "attempts": row.attempts,  # failed attempts retried so far
+        "retry_at": row.retry_at,  # held back for a retry until then (None: not held)
     }
 
 
@@ -101,6 +105,7 @@ async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
                 gpu_milli=body.gpu_milli,
                 cpus=body.cpus,
                 memory_gb=body.memory_gb,
+                max_retries=body.max_retries,
             )
         )
     except ServiceError as exc:
@@ -172,13 +177,29 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
             )
         ]
         state = row.state
+        retries = {
+            "attempts": row.attempts,
+            "max_retries": service.reconciler.retries.limit(row),
+            "retry_at": row.retry_at,
+            "failed": [{"time": a.time, "cause": a.cause} for a in attempts_of(session, job_id)],
+        }
     now_why = service.explain(job_id) if state in ("pending", "running") else state
+    capped = service.capabilities.caps_logs
+    cuts = capped.log_cuts(job_id) if capped is not None else {}
     return {
+        # what the log cap (serve --max-log-mb) cut from each stream, as sentences
+        "logs": [
+            f"{stream}: {count:,} bytes cut by the log cap; the log keeps its head and its"
+            " newest output"
+            for stream, count in cuts.items()
+        ],
         "id": job_id,
         "state": state,
         "why": now_why,
         "estimate": estimate,
         "decisions": decisions,
+        # failed launches and vanishes: how many were retried, each cause, the next retry
+        "retries": retries,
         # every move with what caused it: the job's story, oldest first
         "story": [
             {

@@ -18,6 +18,7 @@ and running processes are re-adopted from the backend.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import JobRow
 from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.estimator_log import record_estimators
+from ilucid.service.job_accounts import DEFAULT_DYNAMIC_UIDS, run_as_for
 from ilucid.service.job_model import ServiceError, check_request
 from ilucid.service.job_store import (
     CANCELLED,
@@ -59,6 +61,7 @@ from ilucid.service.lifecycle import Stimulus
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.reconciler import Reconciler
+from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
@@ -81,9 +84,15 @@ class SchedulerService:
         packing: PackingAnalyzer | None = None,
         packing_source: str = "",
         durations: DurationKeeper | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        dynamic_uids: tuple[int, int] | None = DEFAULT_DYNAMIC_UIDS,
     ) -> None:
+        """``max_retries``: retries of a job whose launch failed or whose process vanished,
+        for jobs that give none (see :mod:`~ilucid.service.retries`)."""
         self.engine = engine
         self.backend = backend
+        #: uids for users without a Unix account, when the backend runs jobs as users
+        self.dynamic_uids = dynamic_uids
         #: what the backend can do beyond starting and stopping, found once, here
         self.capabilities = Capabilities.of(backend)
         self.policy_name = policy
@@ -106,6 +115,7 @@ class SchedulerService:
             durations=self.durations,
             profiling=ProfilingCoordinator(self.store, packing),
             sampler=Sampler(metrics, sample_every_s) if metrics is not None else None,
+            max_retries=max_retries,
         )
         with self.lock:
             self._rebuild()
@@ -139,6 +149,7 @@ class SchedulerService:
     # -- requests ----------------------------------------------------------------------
     def submit(self, request: JobRequest) -> str:
         """Accept a job: checked, stored and committed before its id is returned."""
+        request = self._with_account(request)
         self._check(request)
         job_class = JobClass(request.job_class)
         for _ in range(5):
@@ -147,6 +158,15 @@ class SchedulerService:
             except IntegrityError:  # another replica took the id: count on from the database
                 self.store.catch_up_job_numbers()
         raise ServiceError("could not store the job (job ids kept colliding); try again")
+
+    def _with_account(self, request: JobRequest) -> JobRequest:
+        """The request with the Unix identity its job runs as, where the backend runs
+        each job as a user (a root local backend): never the service's own."""
+        accounts = self.capabilities.accounts
+        if accounts is None or not accounts.needs_account():
+            return request
+        run_as = run_as_for(self.engine, request.user, request.run_as, self.dynamic_uids)
+        return dataclasses.replace(request, run_as=run_as)
 
     def _check(self, request: JobRequest) -> None:
         check_request(request, self.cluster)
@@ -158,7 +178,7 @@ class SchedulerService:
         checker = self.capabilities.checks
         if checker is not None:
             try:
-                checker.check(list(request.command), request.cwd)
+                checker.check(list(request.command), request.cwd, request.run_as)
             except ValueError as exc:
                 raise ServiceError(str(exc)) from None
 
@@ -199,6 +219,8 @@ class SchedulerService:
                 canceller.cancel(job_id)  # a queued copy in the backend (Slurm) goes too
             if job_id in self.scheduler.jobs:  # one too large for the cluster is not
                 self.scheduler.withdraw(job_id, now)
+            self.reconciler.retries.waiting.pop(job_id, None)  # nor one held for a retry
+            row.retry_at = None
             self.store.move(session, row, CANCELLED, Stimulus.CANCEL, "cancelled while pending")
             row.end_time = now
             session.commit()
@@ -260,6 +282,9 @@ class SchedulerService:
         """Why the job waits (or what it does now), with the cluster manager's own word."""
         explains = self.capabilities.explains
         with self.lock:
+            waits = self.reconciler.retries.waiting.get(job_id)  # held back for a retry
+            if waits is not None:
+                return waits.sentence(self.clock())
             state = self.scheduler.jobs.get(job_id)
             if state is None:
                 return ""

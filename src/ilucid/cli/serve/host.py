@@ -49,7 +49,7 @@ def add_token_arguments(token: argparse.ArgumentParser) -> None:
     token.add_argument(
         "--unix-user",
         help="create: the Unix account this token's jobs run as when the service is root"
-        " (default: serve's --job-user)",
+        " (default: a uid of the user's own from serve's --dynamic-uids range)",
     )
     token.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA, help="the service's data directory"

@@ -15,6 +15,16 @@ __all__ = ["DEFAULT_VIRTUAL_GPUS", "add_serve_arguments"]
 DEFAULT_VIRTUAL_GPUS = 4
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number above 0")
+    return value
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``ilucid serve``'s options, in groups: where, which policy, the duration model,
     and the backend."""
@@ -76,6 +86,14 @@ def _add_policy_options(group: argparse._ArgumentGroup) -> None:
         "--grace", type=float, default=30.0, help="seconds from the stop signal to SIGKILL"
     )
     group.add_argument("--stop-signal", default="TERM", help="signal that asks a job to stop")
+    group.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,  # retries.DEFAULT_MAX_RETRIES (not imported: the CLI starts light)
+        help="retries of a job whose launch failed or whose process vanished, after 10 s,"
+        " 20 s, 40 s...; then it fails (default: 3; a job's own --max-retries wins;"
+        " preemptions never count)",
+    )
     group.add_argument(
         "--profiler-gpus",
         type=int,
@@ -139,10 +157,25 @@ def _add_backend_options(group: argparse._ArgumentGroup) -> None:
         " ilucid; kubernetes: suspended Jobs un-suspended by ilucid",
     )
     group.add_argument(
-        "--job-user",
-        default="nobody",
-        help="local backend as root: the Unix account jobs run as when their token maps to"
-        " none; jobs never run as root",
+        "--dynamic-uids",
+        default="61184-65519",
+        metavar="FIRST-LAST",
+        help="local backend as root: each user whose token maps to no Unix account runs"
+        " jobs as a uid of its own from this range, never shared (none: refuse such"
+        " users' jobs; jobs never run as root)",
+    )
+    group.add_argument(
+        "--max-log-mb",
+        type=_positive,
+        default=100.0,
+        help="local backend: the most MB kept of each job's stdout and of its stderr; past"
+        " it a log keeps its head and a rolling tail, and notes the cut",
+    )
+    group.add_argument(
+        "--log-retention-days",
+        type=_positive,
+        default=30.0,
+        help="local backend: logs of ended jobs are removed this many days after their last output",
     )
     group.add_argument(
         "--slurm-partition", help="slurm: the partition ilucid schedules (default: all)"

@@ -23,6 +23,7 @@ from ilucid.cli.serve.host import db_url, private_data_dir
 from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
 from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
 from ilucid.core.scheduler import Policy
+from ilucid.service.job_accounts import parse_uid_range
 from ilucid.settings.profile_file import is_profile_file, load_profile
 
 __all__ = ["serve"]
@@ -31,6 +32,10 @@ __all__ = ["serve"]
 def serve(args: argparse.Namespace) -> int:
     """Check the settings, open the database, build the service, then serve until a
     signal stops it (running jobs keep running: the next start re-adopts them)."""
+    # absolute from here on: what the runner, a job and a restart read must not depend
+    # on the directory the service was started in
+    args.data_dir = Path(args.data_dir).expanduser().resolve()
+    parse_uid_range(args.dynamic_uids)  # a bad range stops here, before anything starts
     site, tiers = _read_policy(args)
     stop_signal = _signal_number(args.stop_signal)
     packing = _packing_model(args.packing_model)
@@ -45,12 +50,9 @@ def serve(args: argparse.Namespace) -> int:
     )
     print(f"ilucid serve: {where}, policy {args.policy}, state in {url}")
     if args.backend == "local":
-        print(
-            f"jobs run as their token's Unix user, else as {args.job_user}"
-            if backend.switches_users
-            else "jobs run as this service's own user (not root: it cannot switch users);"
-            " run it as root to run each job as its owner's account (README: Security)"
-        )
+        print(_who_runs_jobs(backend, args.dynamic_uids), flush=True)
+        for line in backend.describe_isolation():
+            print(line, flush=True)
     if service.readopted:
         ids = ", ".join(service.readopted)
         print(f"re-adopted {_count(len(service.readopted), 'running job')} ({ids})")
@@ -60,6 +62,23 @@ def serve(args: argparse.Namespace) -> int:
         durations.close()
     _say_stopping(engine)
     return 0
+
+
+def _who_runs_jobs(backend: Any, dynamic_uids: str) -> str:
+    if not backend.switches_users:
+        return (
+            "jobs run as this service's own user (not root: it cannot switch users);"
+            " run it as root to run each job as its owner's account (README: Security)"
+        )
+    if dynamic_uids.strip().lower() == "none":
+        return (
+            "jobs run as their token's Unix account; users without one are refused"
+            " (--dynamic-uids none)"
+        )
+    return (
+        "jobs run as their token's Unix account, else as a uid of their user's own"
+        f" from {dynamic_uids} (never shared, never root)"
+    )
 
 
 def _read_policy(args: argparse.Namespace) -> tuple[ProfileEntry | None, Any]:
@@ -160,7 +179,8 @@ def _backend(args: argparse.Namespace, gpus: Any, stop_signal: int) -> tuple[Any
         stop_signal=stop_signal,
         grace_s=args.grace,
         profiler_gpus=args.profiler_gpus,
-        job_user=args.job_user,
+        max_log_mb=args.max_log_mb,
+        log_retention_days=args.log_retention_days,
     )
     return local, None
 
@@ -199,6 +219,8 @@ def _service(
             packing=packing,
             packing_source=str(args.packing_model or ""),
             durations=durations,
+            max_retries=args.max_retries,
+            dynamic_uids=parse_uid_range(args.dynamic_uids),
         )
     except BaseException:
         durations.close()

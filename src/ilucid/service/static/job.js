@@ -5,6 +5,9 @@ const LOG_LINES = 40;
 const JOB_ROUTE = /^#[/]job[/]([^/?&#]+)/;
 
 function expectedText(outlook, job) {
+  if (outlook.state === 'pending' && job.retry_at !== null) {
+    return 'not before ' + stamp(job.retry_at) + ': held back for its retry';
+  }
   if (outlook.state === 'pending') {
     const where = outlook.position === null ? '' : ' (position ' + outlook.position + ')';
     if (outlook.expected_start === null) return 'unknown' + where
@@ -34,6 +37,17 @@ function drawEstimate(estimate) {
   fill('job-terms', rows);
 }
 
+// failed launches and vanishes: retries used of those allowed, the next one, each cause
+function retriesText(retries) {
+  const next = retries.retry_at === null ? '' : '; next retry at ' + stamp(retries.retry_at);
+  return retries.attempts + ' of ' + retries.max_retries + next;
+}
+
+function failedAttempts(retries) {
+  if (!retries.failed.length) return 'none';
+  return el('ol', {}, ...retries.failed.map(a => el('li', {}, clock(a.time) + ' ' + a.cause)));
+}
+
 function drawJobTables(job, explain) {
   const fields = [
     ['state', job.state], ['user', job.user], ['tenant', job.tenant], ['class', job['class']],
@@ -42,7 +56,8 @@ function drawJobTables(job, explain) {
     ['submitted', stamp(job.submit_time)], ['first start', stamp(job.first_start)],
     ['ended', stamp(job.end_time)],
     ['exit code', job.exit_code === null ? '-' : job.exit_code],
-    ['preemptions', job.preemptions]];
+    ['preemptions', job.preemptions], ['retries', retriesText(explain.retries)],
+    ['failed attempts', failedAttempts(explain.retries)]];
   fill('job-fields', fields.map(([k, v]) => el('tr', {'data-field': k},
     el('th', {}, k), cell('value', v))));
   fill('job-transitions', job.transitions.map(t => el('tr', {},
