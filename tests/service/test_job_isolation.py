@@ -260,6 +260,32 @@ def test_no_process_of_a_job_outlives_it(tmp_path: Path, ending: str) -> None:
             assert time.monotonic() - asked < 2.0 + 1.0  # 2 s, and the test's own polling
 
 
+def test_no_process_of_a_preempted_job_holds_its_gpus(tmp_path: Path) -> None:
+    """An inference job preempts a training job that left a ``setsid`` process behind:
+    the inference job starts only once nothing of the training job is left."""
+    marker = f"40{os.getpid() % 1000:03d}.3"
+    with serving(tmp_path) as site:
+        training = site.submit("bob", _escaping(marker, "exec sleep 300"), gpus=2)
+        site.wait("bob", training, ("running",))
+        deadline = time.monotonic() + 10
+        while not _sleepers(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _sleepers(marker), "the escaping process never started"
+        asked = time.monotonic()
+        inference = site.submit("bob", ["sleep", "30"], gpus=1, **{"class": "inference"})
+        site.wait("bob", inference, ("running",))
+        deadline = time.monotonic() + 10  # decided first; launched once its GPUs are free
+        while not site.job("bob", inference)["gpu_indices"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert site.job("bob", inference)["gpu_indices"], "the inference job never launched"
+        # the inference job runs on the GPUs only once the training job is wholly gone
+        assert _sleepers(marker) == [], "the preempted job's process outlived its GPUs"
+        assert time.monotonic() - asked < 2.0 + 1.0
+        assert site.job("bob", training)["state"] == "pending"
+        httpx.delete(f"{site.url}/jobs/{inference}", headers=site.headers("bob"))
+        httpx.delete(f"{site.url}/jobs/{training}", headers=site.headers("bob"))
+
+
 # -- finding 6: output without bound ---------------------------------------------------------
 
 
