@@ -225,6 +225,15 @@ def test_code_planted_in_a_jobs_directory_never_runs_as_root(tmp_path: Path) -> 
 # -- finding 5: processes that leave the job -------------------------------------------------
 
 
+def _started_sleeper(seconds: str) -> str:
+    """The pid of the one ``sleep <seconds>`` process, once it runs (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while not (found := _sleepers(seconds)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(found) == 1, f"not one sleep {seconds} running: {found}"
+    return found[0]
+
+
 def _escaping(seconds: str, then: str) -> list[str]:
     return ["sh", "-c", f"setsid -f sleep {seconds} </dev/null >/dev/null 2>&1; {then}"]
 
@@ -243,10 +252,7 @@ def test_no_process_of_a_job_outlives_it(tmp_path: Path, ending: str) -> None:
     with serving(tmp_path) as site:
         job = site.submit("bob", _escaping(marker, then))
         site.wait("bob", job, ("running",))
-        deadline = time.monotonic() + 10
-        while not _sleepers(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _sleepers(marker), "the escaping process never started"
+        _started_sleeper(marker)
         asked = time.monotonic()
         if ending == "cancel":
             answer = httpx.delete(f"{site.url}/jobs/{job}", headers=site.headers("bob"))
@@ -267,10 +273,7 @@ def test_no_process_of_a_preempted_job_holds_its_gpus(tmp_path: Path) -> None:
     with serving(tmp_path) as site:
         training = site.submit("bob", _escaping(marker, "exec sleep 300"), gpus=2)
         site.wait("bob", training, ("running",))
-        deadline = time.monotonic() + 10
-        while not _sleepers(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _sleepers(marker), "the escaping process never started"
+        _started_sleeper(marker)
         asked = time.monotonic()
         inference = site.submit("bob", ["sleep", "30"], gpus=1, **{"class": "inference"})
         site.wait("bob", inference, ("running",))
@@ -321,12 +324,7 @@ def test_users_without_an_account_get_uids_of_their_own(tmp_path: Path) -> None:
     with serving(tmp_path, users=("bob", "carol")) as site:
         victim = site.submit("carol", ["sh", "-c", f"id -u; exec sleep {marker}"])
         site.wait("carol", victim, ("running",))
-        deadline = time.monotonic() + 10
-        sleepers: list[str] = []
-        while not sleepers and time.monotonic() < deadline:
-            sleepers = _sleepers(marker)
-            time.sleep(0.05)
-        (sleeper,) = sleepers
+        sleeper = _started_sleeper(marker)
         attack = f"id -u; ps -eo args | grep -c '^sleep {marker}'; kill -9 {sleeper} 2>&1; true"
         attacker = site.submit("bob", ["sh", "-c", attack])
         site.wait("bob", attacker, ("succeeded", "failed"))

@@ -11,7 +11,7 @@ and fails the test; after each step every stored state is a legal phase.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
 from pathlib import Path
 from tempfile import mkdtemp
 
@@ -21,64 +21,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Observation, ObservedJob, ProcessState
+from ilucid.backends.base import ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
 from ilucid.service.lifecycle import LEGAL, Phase, phase_of
 from ilucid.service.scheduler_service import JobRequest, SchedulerService
 
-
-class MemoryBackend:
-    """A cluster of two 2-GPU nodes whose processes the test ends, stops or loses."""
-
-    name = "memory"
-
-    def __init__(self) -> None:
-        self.cluster = Cluster((Node("a", 2), Node("b", 2)))
-        self.jobs: dict[str, ObservedJob] = {}
-
-    def observe(self) -> Observation:
-        return Observation(self.cluster, dict(self.jobs))
-
-    def start(
-        self,
-        job_id: str,
-        command: Sequence[str],
-        gpus: int,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        placement: Sequence[tuple[str, int]] | None = None,
-        run_as: str | None = None,
-        cpus: float | None = None,
-        memory_gb: float | None = None,
-    ) -> tuple[int, ...] | None:
-        seen = self.jobs.get(job_id)
-        if seen is not None and seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
-            return seen.gpus
-        parts = tuple(placement or ())
-        self.jobs[job_id] = ObservedJob(
-            job_id, ProcessState.RUNNING, tuple(range(gpus)), None, parts
-        )
-        return tuple(range(gpus))
-
-    def stop(self, job_id: str) -> None:
-        seen = self.jobs.get(job_id)
-        if seen is not None and seen.state is ProcessState.RUNNING:
-            self.jobs[job_id] = ObservedJob(
-                job_id, ProcessState.STOPPING, seen.gpus, None, seen.parts
-            )
-
-    def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
-        return ""
-
-    def forget(self, job_id: str) -> None:
-        seen = self.jobs.get(job_id)
-        if seen is not None and seen.state in (ProcessState.EXITED, ProcessState.LOST):
-            del self.jobs[job_id]
-
-    def end(self, job_id: str, code: int) -> None:
-        seen = self.jobs[job_id]
-        self.jobs[job_id] = ObservedJob(job_id, ProcessState.EXITED, seen.gpus, code, seen.parts)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory_backend import MemoryBackend
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -90,7 +40,7 @@ class Lifecycle(RuleBasedStateMachine):
         url = f"sqlite:///{folder / 'ilucid.db'}"
         migrate(url)
         self.engine = make_engine(url)
-        self.backend = MemoryBackend()
+        self.backend = MemoryBackend(Cluster((Node("a", 2), Node("b", 2))))
         self.clock = 1_000.0
         self.service = self._service()
 

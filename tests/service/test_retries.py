@@ -9,82 +9,25 @@ Preemptions requeue without limit and never count.
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Observation, ObservedJob, ProcessState
+from ilucid.backends.base import ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import JobRow, make_engine, migrate
 from ilucid.service.scheduler_service import JobRequest, SchedulerService
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory_backend import MemoryBackend
+
 T0 = 1_700_000_000.0
-
-
-class FlakyBackend:
-    """One 2-GPU node whose processes the test ends, stops or loses; ``refuse`` makes
-    every start raise ``OSError`` (a launch that fails)."""
-
-    name = "flaky"
-
-    def __init__(self) -> None:
-        self.cluster = Cluster((Node("a", 2),))
-        self.jobs: dict[str, ObservedJob] = {}
-        self.refuse: str | None = None
-        self.starts: list[str] = []  # every start asked for, refused ones too
-
-    def observe(self) -> Observation:
-        return Observation(self.cluster, dict(self.jobs))
-
-    def start(
-        self,
-        job_id: str,
-        command: Sequence[str],
-        gpus: int,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        placement: Sequence[tuple[str, int]] | None = None,
-        run_as: str | None = None,
-        cpus: float | None = None,
-        memory_gb: float | None = None,
-    ) -> tuple[int, ...] | None:
-        self.starts.append(job_id)
-        if self.refuse is not None:
-            raise OSError(self.refuse)
-        parts = tuple(placement or ())
-        self.jobs[job_id] = ObservedJob(
-            job_id, ProcessState.RUNNING, tuple(range(gpus)), None, parts
-        )
-        return tuple(range(gpus))
-
-    def stop(self, job_id: str) -> None:
-        seen = self.jobs.get(job_id)
-        if seen is not None and seen.state is ProcessState.RUNNING:
-            self.jobs[job_id] = ObservedJob(
-                job_id, ProcessState.STOPPING, seen.gpus, None, seen.parts
-            )
-
-    def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
-        return ""
-
-    def forget(self, job_id: str) -> None:
-        seen = self.jobs.get(job_id)
-        if seen is not None and seen.state in (ProcessState.EXITED, ProcessState.LOST):
-            del self.jobs[job_id]
-
-    def end(self, job_id: str, code: int) -> None:
-        seen = self.jobs[job_id]
-        self.jobs[job_id] = ObservedJob(job_id, ProcessState.EXITED, seen.gpus, code, seen.parts)
-
-    def vanish(self, job_id: str) -> None:
-        assert self.jobs[job_id].state is ProcessState.RUNNING
-        del self.jobs[job_id]
 
 
 class Site:
@@ -92,7 +35,7 @@ class Site:
         url = f"sqlite:///{root / 'ilucid.db'}"
         migrate(url)
         self.engine = make_engine(url)
-        self.backend = FlakyBackend()
+        self.backend = MemoryBackend(Cluster((Node("a", 2),)))
         self.now = T0
         self.policy = policy
         self.max_retries = max_retries

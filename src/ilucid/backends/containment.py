@@ -41,13 +41,12 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class Containment(Protocol):
-    """Finds, signals and ends every process of a job, wherever it went."""
+    """Finds and ends every process of a job, wherever it went; ``group_for`` is the
+    cgroup the runner's child joins (None: it joins none)."""
 
-    #: the cgroup the runner's child joins (None: it joins none)
     def group_for(self, job_id: str) -> str | None: ...
     def prepare(self, job_id: str, cpus: float | None, memory_gb: float | None) -> None: ...
     def pids(self, job_id: str, exclude: Iterable[int] = ()) -> list[int]: ...
-    def signal(self, job_id: str, sig: int, exclude: Iterable[int] = ()) -> None: ...
     def kill(self, job_id: str, exclude: Iterable[int] = ()) -> None: ...
     def release(self, job_id: str) -> None: ...
     def describe(self) -> str: ...
@@ -110,10 +109,6 @@ class CgroupContainment:
         skip = set(exclude)
         return sorted({pid for pid in found if pid not in skip})
 
-    def signal(self, job_id: str, sig: int, exclude: Iterable[int] = ()) -> None:
-        for pid in self.pids(job_id, exclude):
-            _send(pid, sig)
-
     def kill(self, job_id: str, exclude: Iterable[int] = ()) -> None:
         """SIGKILL every process of the cgroup (``cgroup.kill``: atomically, forks
         included), then wait a moment for the kernel to empty it."""
@@ -175,10 +170,6 @@ class MarkerContainment:
             if marker in environ.split(b"\0"):
                 found.append(int(entry.name))
         return sorted(found)
-
-    def signal(self, job_id: str, sig: int, exclude: Iterable[int] = ()) -> None:
-        for pid in self.pids(job_id, exclude):
-            _send(pid, sig)
 
     def kill(self, job_id: str, exclude: Iterable[int] = ()) -> None:
         for _ in range(10):

@@ -45,10 +45,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from ilucid.backends import runner as runner_module
 from ilucid.backends.accounts import Account, job_account
 from ilucid.backends.base import Observation, ObservedJob, ProcessState
 from ilucid.backends.containment import (
@@ -58,6 +56,8 @@ from ilucid.backends.containment import (
     marker_value,
     scope_of,
 )
+from ilucid.backends.local_host import GpuInventory, HostResources, discover_gpus, discover_host
+from ilucid.backends.runner_install import can_hide_proc, install_runner
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
 
@@ -91,50 +91,6 @@ def job_environment(
         env.update(HOME=account.home, USER=account.name, LOGNAME=account.name, SHELL=account.shell)
     env.update(extra or {})
     return env
-
-
-@dataclass(frozen=True, slots=True)
-class GpuInventory:
-    count: int
-    gpu_type: str
-    memory_gb: float
-    source: str  # "nvml" or "virtual"
-
-
-def discover_gpus(virtual: int | None = None) -> GpuInventory:
-    """NVML's GPUs when a driver answers, else ``virtual`` virtual GPUs (default 1)."""
-    if virtual is None:
-        try:
-            import pynvml  # type: ignore[import-not-found, import-untyped, unused-ignore]
-
-            pynvml.nvmlInit()
-            try:
-                count = pynvml.nvmlDeviceGetCount()
-                if count:
-                    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-                    name = pynvml.nvmlDeviceGetName(handle)
-                    name = name.decode() if isinstance(name, bytes) else str(name)
-                    memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30
-                    return GpuInventory(count, name.replace(" ", "-"), round(memory, 1), "nvml")
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # no library, no driver, no device: fall back to virtual GPUs
-            pass
-    return GpuInventory(virtual if virtual is not None else 1, "virtual", 0.0, "virtual")
-
-
-@dataclass(frozen=True, slots=True)
-class HostResources:
-    """CPUs and memory (GB) jobs may take on this host, what placement books them against."""
-
-    cpus: float
-    memory_gb: float
-
-
-def discover_host() -> HostResources:
-    """The CPUs this process may run on and the host's physical memory."""
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return HostResources(float(len(os.sched_getaffinity(0))), round(memory, 1))
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -181,10 +137,10 @@ class LocalBackend:
         self.max_log_bytes = int(max_log_mb * 2**20)
         self.log_retention_s = log_retention_days * 86400.0
         self._pruned_at: float | None = None
-        self.runner = self._install_runner()
+        self.runner = install_runner(self.data_dir)
         self.containment = containment or choose_containment(self.data_dir)
         #: jobs see only their own user's processes (a private /proc with hidepid)
-        self.hides_proc = self.switches_users and self._probe_private_proc()
+        self.hides_proc = self.switches_users and can_hide_proc(self.runner)
         self.gpus = gpus or discover_gpus()
         self.stop_signal = stop_signal
         self.grace_s = grace_s
@@ -223,25 +179,6 @@ class LocalBackend:
         self.cluster = Cluster(tuple(nodes))
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
-
-    def _install_runner(self) -> Path:
-        """The runner, copied where only the service can write (its private data
-        directory): what runs as root before a job drops to its user's uid."""
-        source = Path(runner_module.__file__ or "").read_bytes()
-        target = self.data_dir / "runner.py"
-        if not target.exists() or target.read_bytes() != source:
-            temporary = target.with_name(f".runner.{os.getpid()}.tmp")
-            temporary.write_bytes(source)
-            temporary.chmod(0o644)
-            os.replace(temporary, target)
-        return target
-
-    def _probe_private_proc(self) -> bool:
-        probe = [sys.executable, "-I", str(self.runner), "--probe-proc"]
-        try:
-            return subprocess.run(probe, cwd="/", timeout=10, check=False).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
 
     def describe_isolation(self) -> list[str]:
         """What the service says at start about how jobs are held and hidden."""

@@ -159,10 +159,9 @@ def _run_child(args: argparse.Namespace, command: list[str], out: int, err: int)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT):
+        stops = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ, *stops):
             signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         if args.cgroup:
             with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as procs:
                 procs.write("0")
