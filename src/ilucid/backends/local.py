@@ -93,6 +93,12 @@ def job_environment(
     return env
 
 
+def runner_exit_argument(exit_file: Path) -> str:
+    """The runner's argument naming its exit file: written at launch and looked for in
+    ``/proc`` when a crash beat the pid file (one spelling, so both always agree)."""
+    return f"--exit={exit_file}"
+
+
 def _ids(ids: Sequence[int]) -> str:
     return ",".join(map(str, ids))
 
@@ -300,7 +306,8 @@ class LocalBackend:
     def _recover_pid(self, folder: Path) -> None:
         """A service killed between launching a job and writing its pid: find the
         job's wrapper by its command line (it names the job's exit file)."""
-        marker = str(folder / "exit")
+        marker = runner_exit_argument(folder / "exit").encode()
+        runner = str(self.runner).encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -308,7 +315,7 @@ class LocalBackend:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if marker.encode() in argv and str(self.runner).encode() in argv:
+            if marker in argv and runner in argv:
                 pid = int(entry.name)
                 (folder / "pid").write_text(f"{pid} {_start_time(pid) or ''}", encoding="utf-8")
                 return
@@ -451,7 +458,7 @@ class LocalBackend:
             sys.executable,
             "-I",  # isolated: no cwd, user site or PYTHON* variable reaches sys.path
             str(self.runner),
-            f"--exit={folder / 'exit'}",
+            runner_exit_argument(folder / "exit"),
             f"--stdout={folder / 'stdout.log'}",
             f"--stderr={folder / 'stderr.log'}",
             f"--max-log-bytes={self.max_log_bytes}",
