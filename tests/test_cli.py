@@ -416,3 +416,20 @@ def test_fragmentation_study_on_a_small_inventory(tmp_path: Path) -> None:
         assert 0 < row["allocated_share"] <= 1
         assert row["allocated_gpus"] <= row["capacity_gpus"] == 18
     assert "unallocated GPUs than best-fit at the first failure" in result.stdout
+
+
+def test_explain_groups_the_story_by_stimulus() -> None:
+    from ilucid.cli.client import _by_stimulus
+
+    story = [
+        {"stimulus_id": "submit-1", "text": "new -> pending"},
+        {"stimulus_id": "pass-2", "text": "pending -> decided"},
+        {"stimulus_id": "pass-2", "text": "decided -> running"},
+        {"stimulus_id": "", "stimulus": "observed: exit", "text": "running -> succeeded"},
+    ]
+    groups = _by_stimulus(story)
+    assert [(cause, len(lines)) for cause, lines in groups] == [
+        ("submit-1", 1),
+        ("pass-2", 2),
+        ("observed: exit", 1),
+    ]

@@ -19,6 +19,8 @@ class MemoryBackend:
         self.jobs: dict[str, ObservedJob] = {}
         self.refuse: str | None = None
         self.starts: list[str] = []
+        #: starts asked for a job whose process still runs (a service bug: never twice)
+        self.repeated: list[str] = []
 
     def observe(self) -> Observation:
         return Observation(self.cluster, dict(self.jobs))
@@ -40,6 +42,7 @@ class MemoryBackend:
             raise OSError(self.refuse)
         seen = self.jobs.get(job_id)
         if seen is not None and seen.state in (ProcessState.RUNNING, ProcessState.STOPPING):
+            self.repeated.append(job_id)
             return seen.gpus  # never started twice
         parts = tuple(placement or ())
         self.jobs[job_id] = ObservedJob(

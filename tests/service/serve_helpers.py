@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import subprocess
 import sys
@@ -10,6 +11,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
+
+from ilucid.service.faults import ENV
 
 
 def free_port() -> int:
@@ -85,3 +90,45 @@ def serving(
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+class Server:
+    """One ``ilucid serve`` process at a time on a fixed data directory and port, killed
+    and restarted by the crash tests."""
+
+    def __init__(self, command: list[str], env: dict[str, str], url: str) -> None:
+        self.command, self.env, self.url = command, env, url
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, crash_at: str | None = None) -> None:
+        env = dict(self.env)
+        if crash_at is not None:
+            env[ENV] = crash_at
+        self.process = subprocess.Popen(
+            self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return  # an armed point was reached during start-up (it ended a job)
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.process.kill()
+        raise AssertionError("serve did not come up")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def died_by_itself(self, within_s: float) -> bool:
+        assert self.process is not None
+        try:
+            code = self.process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return code == -signal.SIGKILL

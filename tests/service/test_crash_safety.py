@@ -10,15 +10,15 @@ Two kinds of kill, each followed by a restart on the same data directory:
 At the end every submission the API accepted (answered 201) must exist and have
 run to the end, none may have started twice (each job appends a line per start
 to its own file; no job here is ever preempted), and any job that was requeued
-carries a reason.
+carries a reason. Under the random kills some accepted jobs are cancelled: each
+acknowledged cancel must end ``cancelled`` (never ``succeeded``), and such a job
+starts at most once.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.service.db import JobRow, TransitionRow, make_engine
-from ilucid.service.faults import CRASH_POINTS, ENV
+from ilucid.service.faults import CRASH_POINTS
 
 KILLS = 100
 #: kills at each crash point on the end path (the rest are random)
@@ -36,48 +36,7 @@ PER_POINT = 5
 JOB = 'echo "start $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; sleep {seconds}'
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, serve_command  # noqa: E402
-
-
-class Server:
-    """One ``ilucid serve`` process at a time on a fixed data directory and port."""
-
-    def __init__(self, command: list[str], env: dict[str, str], url: str) -> None:
-        self.command, self.env, self.url = command, env, url
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, crash_at: str | None = None) -> None:
-        env = dict(self.env)
-        if crash_at is not None:
-            env[ENV] = crash_at
-        self.process = subprocess.Popen(
-            self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return  # an armed point was reached during start-up (it ended a job)
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        self.process.kill()
-        raise AssertionError("serve did not come up")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def died_by_itself(self, within_s: float) -> bool:
-        assert self.process is not None
-        try:
-            code = self.process.wait(timeout=within_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return code == -signal.SIGKILL
+from serve_helpers import Server, free_port, serve_command  # noqa: E402
 
 
 def _submit(url: str, headers: dict[str, str], rng: random.Random) -> str | None:
@@ -92,6 +51,19 @@ def _submit(url: str, headers: dict[str, str], rng: random.Random) -> str | None
     return str(response.json()["id"]) if response.status_code == 201 else None
 
 
+def _expected(job: str, cancelled: set[str]) -> str:
+    return "cancelled" if job in cancelled else "succeeded"
+
+
+def _cancel(url: str, headers: dict[str, str], job: str) -> bool:
+    """Whether the service acknowledged the cancel (the job must then end cancelled)."""
+    try:
+        response = httpx.delete(f"{url}/jobs/{job}", headers=headers, timeout=5)
+    except httpx.HTTPError:
+        return False  # no answer: no promise
+    return response.status_code == 200 and response.json()["state"] in ("stopping", "cancelled")
+
+
 def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path, job_scratch: Path) -> None:
     rng = random.Random(7)
     data, out = tmp_path / "data", job_scratch
@@ -101,6 +73,7 @@ def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path, job_scratch: Path
     command = serve_command(data, port, 4, 0.05, "--policy", "tiered")
     server = Server(command, {**os.environ, "OUT": str(out)}, url)
     accepted: list[str] = []
+    cancelled: set[str] = set()  # acknowledged cancels
     kills = 0
     by_point = dict.fromkeys(CRASH_POINTS, 0)
 
@@ -129,6 +102,10 @@ def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path, job_scratch: Path
                 job = _submit(url, headers, rng)
                 if job is not None:
                     accepted.append(job)
+                if accepted and rng.random() < 0.3:  # a cancel under load
+                    victim = rng.choice(accepted[-8:])
+                    if victim not in cancelled and _cancel(url, headers, victim):
+                        cancelled.add(victim)
             server.kill()
             kills += 1
             server.start()
@@ -137,22 +114,28 @@ def test_hundred_kills_lose_and_repeat_nothing(tmp_path: Path, job_scratch: Path
             while time.monotonic() < deadline:
                 with Session(engine) as session:
                     rows = {r.id: r.state for r in session.scalars(select(JobRow))}
-                if all(rows.get(j) == "succeeded" for j in accepted):
+                if all(rows.get(j) == _expected(j, cancelled) for j in accepted):
                     break
                 time.sleep(0.5)
     finally:  # never leave a server behind, even when an assertion failed
         if server.process is not None and server.process.poll() is None:
             server.process.terminate()
             server.process.wait(timeout=15)
-    print(f"kills: {kills} ({by_point} at crash points), accepted jobs: {len(accepted)}")
+    print(
+        f"kills: {kills} ({by_point} at crash points), accepted jobs: {len(accepted)},"
+        f" acknowledged cancels: {len(cancelled)}"
+    )
     assert kills >= KILLS and all(n == PER_POINT for n in by_point.values())
     assert len(accepted) >= KILLS
     missing = [j for j in accepted if j not in rows]
     assert not missing, f"accepted but lost: {missing}"
-    unfinished = {j: rows[j] for j in accepted if rows[j] != "succeeded"}
-    assert not unfinished, f"stuck: {unfinished}"
-    starts = {j: (out / j).read_text().count("start") for j in accepted}
-    twice = {j: n for j, n in starts.items() if n != 1}
+    unfinished = {j: rows[j] for j in accepted if rows[j] != _expected(j, cancelled)}
+    assert not unfinished, f"stuck, or a cancel not honoured: {unfinished}"
+    assert len(cancelled) >= 20, "too few cancels under load to say anything"
+    starts = {
+        j: (out / j).read_text().count("start") if (out / j).exists() else 0 for j in accepted
+    }
+    twice = {j: n for j, n in starts.items() if n > 1 or (n == 0 and j not in cancelled)}
     assert not twice, f"started more or less than once: {twice}"
     leftovers = [p.parent.name for p in (data / "jobs").glob("*/exit")]
     assert not leftovers, f"ended jobs whose files were never forgotten: {leftovers}"

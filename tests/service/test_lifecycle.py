@@ -29,6 +29,8 @@ def test_hidden_phases_are_named() -> None:
     assert phase_of("running", "0", stopping="cancelled") is Phase.STOPPING_CANCEL
     assert phase_of("pending", "", stopping="preempted") is Phase.STOPPING_PREEMPT
     assert phase_of("running", "0", stopping="profiled") is Phase.STOPPING_PROFILED
+    assert phase_of("running", "", stopping="preempted") is Phase.STOPPING_RESTART
+    assert phase_of("pending", "", stopping="cancelled") is Phase.STOPPING_CANCEL
     assert phase_of("succeeded", "0") is Phase.SUCCEEDED
     assert is_foreign("backend-job:1234") and not is_foreign("/home/a") and not is_foreign(None)
 
@@ -36,30 +38,35 @@ def test_hidden_phases_are_named() -> None:
 @pytest.mark.parametrize(
     ("current", "to"),
     [
-        (Phase.NEW, "pending"),
-        (Phase.PENDING, "running"),
-        (Phase.DECIDED, "running"),  # the launch
-        (Phase.DECIDED, "failed"),  # could not be launched
-        (Phase.RUNNING, "pending"),  # preempted, vanished, profiled
-        (Phase.RUNNING, "succeeded"),
-        (Phase.STOPPING_CANCEL, "cancelled"),
+        (Phase.NEW, Phase.PENDING),
+        (Phase.PENDING, Phase.DECIDED),  # the start, committed before the launch
+        (Phase.DECIDED, Phase.RUNNING),  # the launch
+        (Phase.DECIDED, Phase.FAILED),  # could not be launched
+        (Phase.RUNNING, Phase.PENDING),  # vanished, or gone at a restart
+        (Phase.RUNNING, Phase.STOPPING_PREEMPT),
+        (Phase.RUNNING, Phase.SUCCEEDED),
+        (Phase.STOPPING_CANCEL, Phase.CANCELLED),
+        (Phase.STOPPING_PREEMPT, Phase.STOPPING_RESTART),  # started while it stops
     ],
 )
-def test_legal_moves_pass(current: Phase, to: str) -> None:
+def test_legal_moves_pass(current: Phase, to: Phase) -> None:
     check_move("j1", current, to)
 
 
 @pytest.mark.parametrize(
     ("current", "to"),
     [
-        (Phase.NEW, "running"),  # nothing starts unstored
-        (Phase.PENDING, "succeeded"),  # nothing ends that never ran
-        (Phase.SUCCEEDED, "running"),  # an ended job never runs again
-        (Phase.CANCELLED, "pending"),
-        (Phase.STOPPING_PREEMPT, "succeeded"),
+        (Phase.NEW, Phase.RUNNING),  # nothing starts unstored
+        (Phase.PENDING, Phase.SUCCEEDED),  # nothing ends that never ran
+        (Phase.PENDING, Phase.RUNNING),  # nothing launches undecided
+        (Phase.SUCCEEDED, Phase.RUNNING),  # an ended job never runs again
+        (Phase.CANCELLED, Phase.PENDING),
+        (Phase.STOPPING_PREEMPT, Phase.SUCCEEDED),
+        (Phase.STOPPING_CANCEL, Phase.SUCCEEDED),  # an acknowledged cancel stands
+        (Phase.STOPPING_CANCEL, Phase.PENDING),  # ... and is never requeued
     ],
 )
-def test_illegal_moves_raise(current: Phase, to: str) -> None:
+def test_illegal_moves_raise(current: Phase, to: Phase) -> None:
     with pytest.raises(IllegalTransition, match="is not a legal move"):
         check_move("j1", current, to)
 
@@ -126,8 +133,13 @@ def test_every_move_names_its_stimulus_and_the_story_reads_it(tmp_path: Path) ->
         ("running", "backend: launched"),
         ("failed", "observed: exit"),
     ]
-    last = service.story(done)[-1]
-    assert last.sentence() == "running -> failed [observed: exit]: exited with code 3"
+    story = service.story(done)
+    assert story[-1].sentence() == "running -> failed [observed: exit]: exited with code 3"
+    # each stimulus has an id: the pass that decided the start also launched it
+    ids = [line.stimulus_id for line in story]
+    assert ids[0].startswith("submit-") and ids[3].startswith("observe-")
+    assert ids[1] == ids[2] and ids[1].startswith("pass-")
+    assert [line.to_phase for line in story] == ["pending", "decided", "running", "failed"]
     assert [line.sentence() for line in service.story(waiting)] == [
         "new -> pending [request: submit]: submitted",
         "pending -> cancelled [request: cancel]: cancelled while pending",

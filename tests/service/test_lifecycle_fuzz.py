@@ -5,8 +5,11 @@ profile's live cadence via ``tiered``) over an in-memory backend: submissions of
 training and inference jobs, passes, jobs ending by themselves or vanishing,
 stops completing (or not yet), cancellations and restarts (a new service on the
 same database and backend, as after a crash). Every stored transition goes
-through ``lifecycle.check_move``, so an illegal one raises inside the service
-and fails the test; after each step every stored state is a legal phase.
+through ``JobStore.transition``, so an illegal one raises inside the service
+and fails the test. After every step: each job's last transition leads to its
+stored state and phase, no acknowledged cancel is contradicted (the job ends
+``cancelled`` and is never launched after it), and no job is launched while a
+process of it still runs.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from sqlalchemy.orm import Session
 from ilucid.backends.base import ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
-from ilucid.service.lifecycle import LEGAL, Phase, phase_of
+from ilucid.service.job_store import phase
+from ilucid.service.lifecycle import LEGAL, Phase
 from ilucid.service.scheduler_service import JobRequest, SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,11 +46,13 @@ class Lifecycle(RuleBasedStateMachine):
         self.engine = make_engine(url)
         self.backend = MemoryBackend(Cluster((Node("a", 2), Node("b", 2))))
         self.clock = 1_000.0
+        #: job -> how many starts the backend had been asked for when its cancel was answered
+        self.cancelled: dict[str, int] = {}
         self.service = self._service()
 
     def _service(self) -> SchedulerService:
         return SchedulerService(
-            self.engine, self.backend, policy="tiered", clock=lambda: self.clock
+            self.engine, self.backend, policy=self.policy, clock=lambda: self.clock
         )
 
     def _ids(self, *states: ProcessState) -> list[str]:
@@ -79,20 +85,40 @@ class Lifecycle(RuleBasedStateMachine):
         with Session(self.engine) as session:
             ids = sorted(session.scalars(select(JobRow.id)).all())
         if ids:
-            self.service.cancel(data.draw(st.sampled_from(ids)))
+            job = data.draw(st.sampled_from(ids))
+            if self.service.cancel(job) in ("stopping", "cancelled"):
+                self.cancelled.setdefault(job, len(self.backend.starts))
 
     @rule()
     def restart(self) -> None:
         self.service = self._service()  # a crash: the old one is simply dropped
 
     @invariant()
-    def every_story_is_legal(self) -> None:
+    def every_story_is_legal_and_leads_to_the_stored_state(self) -> None:
         with Session(self.engine) as session:
+            last: dict[str, TransitionRow] = {}
+            for move in session.scalars(select(TransitionRow).order_by(TransitionRow.id)):
+                before, after = Phase(move.from_phase), Phase(move.to_phase)
+                assert after in LEGAL[before], (move.job_id, before, after)
+                last[move.job_id] = move
             for row in session.scalars(select(JobRow)):
-                phase_of(row.state, row.gpu_indices)  # a stored state is a known phase
-            for move in session.scalars(select(TransitionRow)):
-                current = Phase(move.from_state)
-                assert Phase(move.to_state) in LEGAL[current], (move.from_state, move.to_state)
+                assert last[row.id].to_state == row.state, (row.id, last[row.id].to_state)
+                assert Phase(last[row.id].to_phase) is phase(row), row.id
+
+    @invariant()
+    def no_acknowledged_cancel_is_contradicted(self) -> None:
+        with Session(self.engine) as session:
+            for job, starts_then in self.cancelled.items():
+                row = session.get(JobRow, job)
+                assert row is not None
+                assert row.state in ("cancelled", "pending", "running"), (job, row.state)
+                if row.state != "cancelled":
+                    assert row.stopping == "cancelled", (job, row.state, row.stopping)
+                assert job not in self.backend.starts[starts_then:], f"{job} launched after"
+
+    @invariant()
+    def no_job_runs_twice(self) -> None:
+        assert not self.backend.repeated, f"started while running: {self.backend.repeated}"
 
     def teardown(self) -> None:
         self.engine.dispose()

@@ -241,12 +241,27 @@ def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
     for decision in result["decisions"]:
         print(f"  {_when(decision['time'])}: {decision['message']}")
     if result.get("story"):
-        print("  story:")
-        for line in result["story"]:
-            print(f"    {_when(line['time'])}: {line['text']}")
+        print("  story, by what caused each move:")
+        for cause, lines in _by_stimulus(result["story"]):
+            print(f"    {_when(lines[0]['time'])} {cause}:")
+            for line in lines:
+                print(f"      {line['text']}")
     for note in result.get("logs", []):
         print(f"  logs: {note}")
     return 0
+
+
+def _by_stimulus(story: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The story's lines in runs that share one stimulus (a request, a pass, an
+    observation), as Dask's ``story()`` groups a task's events."""
+    groups: list[tuple[str, list[dict[str, Any]]]] = []
+    for line in story:
+        cause = line.get("stimulus_id") or line.get("stimulus") or "unrecorded"
+        if groups and groups[-1][0] == cause:
+            groups[-1][1].append(line)
+        else:
+            groups.append((cause, [line]))
+    return groups
 
 
 def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:

@@ -20,27 +20,28 @@ from ilucid.backends.base import (
     ForeignJob,
     Observation,
 )
-from ilucid.service.db import JobRow, TransitionRow
-from ilucid.service.lifecycle import FOREIGN, Phase, Stimulus, is_foreign
+from ilucid.service.db import JobRow
+from ilucid.service.job_store import JobStore
+from ilucid.service.lifecycle import FOREIGN, Cause, Phase, Stimulus, is_foreign, new_stimulus_id
 
 __all__ = ["BackendQueue"]
 
 
 class BackendQueue:
-    """``new_id`` hands out the next job id; ``accepted`` tells the core of a new job."""
+    """``store`` stores an accepted foreign job; ``accepted`` tells the core of it."""
 
     def __init__(
         self,
         capabilities: Capabilities,
         backend_name: str,
-        new_id: Callable[[], str],
+        store: JobStore,
         accepted: Callable[[JobRow, float], object],
         clock: Callable[[], float],
     ) -> None:
         self.queues = capabilities.queues
         self.claims = capabilities.claims
         self.backend_name = backend_name
-        self.new_id = new_id
+        self.store = store
         self.accepted = accepted
         self.clock = clock
 
@@ -95,7 +96,7 @@ class BackendQueue:
         gang = foreign.nodes is not None and foreign.gpus_per_node is not None
         gang = gang and (foreign.nodes or 0) * (foreign.gpus_per_node or 0) == gpus
         row = JobRow(
-            id=self.new_id(),
+            id=self.store.new_job_id(),
             user=foreign.user or "slurm",
             tenant=foreign.user or "slurm",
             job_class=foreign.job_class,
@@ -108,22 +109,12 @@ class BackendQueue:
             command=json.dumps([f"{name} job {foreign.key} ({foreign.name})"]),
             cwd=marker,
             estimate_s=foreign.estimate_s,
-            state=Phase.PENDING.value,
             submit_time=now,
-            gpu_indices="",
-            preemptions=0,
             priority=0,
         )
-        session.add(row)
-        session.add(
-            TransitionRow(
-                job_id=row.id,
-                time=now,
-                from_state="",
-                to_state=Phase.PENDING.value,
-                reason=f"opted in from {name} job {foreign.key} ({foreign.name})",
-                stimulus=Stimulus.CLAIM.value,
-            )
+        cause = Cause(Stimulus.CLAIM, new_stimulus_id("claim"))
+        self.store.insert(
+            session, row, cause, f"opted in from {name} job {foreign.key} ({foreign.name})"
         )
         session.commit()
         self.accepted(row, now)

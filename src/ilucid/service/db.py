@@ -98,6 +98,9 @@ class JobRow(Base):
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: retries the job allows (None: the service's default)
     max_retries: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: why the service is stopping the job ("cancelled", "preempted", "profiled"), until
+    #: its process is gone: committed before it is answered (migration 0011)
+    stopping: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
 
 
 class TransitionRow(Base):
@@ -111,6 +114,11 @@ class TransitionRow(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     #: what caused the move (a :class:`~ilucid.service.lifecycle.Stimulus` value)
     stimulus: Mapped[str] = mapped_column(String(32), default="", server_default="")
+    #: the one request, pass or observation that caused it (migration 0011)
+    stimulus_id: Mapped[str] = mapped_column(String(40), default="", server_default="")
+    #: the lifecycle's phases of the move (``decided``, ``stopping: cancel``...)
+    from_phase: Mapped[str] = mapped_column(String(32), default="", server_default="")
+    to_phase: Mapped[str] = mapped_column(String(32), default="", server_default="")
 
 
 class DecisionRow(Base):
@@ -123,6 +131,8 @@ class DecisionRow(Base):
     code: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text)
     placement: Mapped[str] = mapped_column(String(256), default="")
+    #: the pass that decided it (its transitions carry the same id)
+    stimulus_id: Mapped[str] = mapped_column(String(40), default="", server_default="")
 
 
 class SampleRow(Base):

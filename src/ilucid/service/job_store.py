@@ -17,9 +17,28 @@ from sqlalchemy.orm import Session
 from ilucid.core import JobClass, JobSpec
 from ilucid.estimators.live import DurationEstimate
 from ilucid.service.db import JobRow, TransitionRow
-from ilucid.service.lifecycle import STORED_STATES, Phase, Stimulus, check_move, phase_of
+from ilucid.service.lifecycle import (
+    LEGAL,
+    STORED_STATES,
+    Cause,
+    IllegalTransition,
+    Phase,
+    Stimulus,
+    check_move,
+    new_stimulus_id,
+    phase_of,
+)
 
-__all__ = ["ENDED", "JobRequest", "JobStore", "StoryLine", "spec_of"]
+__all__ = [
+    "ENDED",
+    "TRANSITIONS",
+    "JobRequest",
+    "JobStore",
+    "MoveDetail",
+    "StoryLine",
+    "phase",
+    "spec_of",
+]
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = STORED_STATES
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
@@ -58,14 +77,129 @@ class StoryLine:
     to_state: str
     stimulus: str
     reason: str
+    stimulus_id: str = ""
+    from_phase: str = ""
+    to_phase: str = ""
 
     def sentence(self) -> str:
         cause = f" [{self.stimulus}]" if self.stimulus else ""
-        return f"{self.from_state or 'new'} -> {self.to_state}{cause}: {self.reason}"
+        before = self.from_phase or self.from_state or "new"
+        after = self.to_phase or self.to_state
+        return f"{before} -> {after}{cause}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class MoveDetail:
+    """What a move carries besides its target: a launch's GPUs, an end's exit code, a
+    start's profiling limit, a failed attempt's retry time."""
+
+    gpus: str | None = None
+    exit_code: int | None = None
+    limit_s: float | None = None
+    retry_at: float | None = None
+
+
+_Handler = Callable[[JobRow, float, MoveDetail, Phase], None]
+
+
+def _decide(row: JobRow, now: float, detail: MoveDetail, _to: Phase) -> None:
+    row.state = RUNNING
+    row.gpu_indices = ""  # launched once this is committed
+    if row.first_start is None:
+        row.first_start = now
+    row.profile_until = None if detail.limit_s is None else now + detail.limit_s
+    row.retry_at = None
+
+
+def _launch(row: JobRow, _now: float, detail: MoveDetail, _to: Phase) -> None:
+    if not detail.gpus:
+        raise IllegalTransition(f"{row.id}: a launch must name its GPUs")
+    row.gpu_indices = detail.gpus
+
+
+def _requeue(row: JobRow, _now: float, detail: MoveDetail, _to: Phase) -> None:
+    row.state = PENDING
+    row.gpu_indices = ""
+    row.profile_until = None
+    row.stopping = None
+    if detail.retry_at is not None:  # a failed attempt held back for its retry
+        row.attempts += 1
+        row.retry_at = detail.retry_at
+
+
+def _end(row: JobRow, now: float, detail: MoveDetail, to: Phase) -> None:
+    row.state = to.value
+    row.end_time = now
+    if detail.exit_code is not None:
+        row.exit_code = detail.exit_code
+    row.stopping = None
+    row.retry_at = None
+    row.profile_until = None
+
+
+def _ask_cancel(row: JobRow, _now: float, _detail: MoveDetail, _to: Phase) -> None:
+    row.stopping = "cancelled"
+    row.profile_until = None
+
+
+def _preempt(row: JobRow, _now: float, _detail: MoveDetail, _to: Phase) -> None:
+    row.state = PENDING
+    row.gpu_indices = ""
+    row.preemptions += 1
+    row.profile_until = None
+    row.stopping = "preempted"
+
+
+def _ask_profiled(row: JobRow, _now: float, _detail: MoveDetail, _to: Phase) -> None:
+    row.stopping = "profiled"
+
+
+def _stopped(row: JobRow, _now: float, _detail: MoveDetail, _to: Phase) -> None:
+    row.stopping = None
+
+
+#: (from, to) -> the one handler that writes every field the move changes
+TRANSITIONS: dict[tuple[Phase, Phase], _Handler] = {
+    (Phase.PENDING, Phase.DECIDED): _decide,
+    (Phase.PENDING, Phase.CANCELLED): _end,
+    (Phase.DECIDED, Phase.RUNNING): _launch,
+    (Phase.DECIDED, Phase.FAILED): _end,
+    (Phase.DECIDED, Phase.PENDING): _requeue,
+    (Phase.DECIDED, Phase.STOPPING_CANCEL): _ask_cancel,
+    (Phase.DECIDED, Phase.STOPPING_PREEMPT): _preempt,
+    (Phase.RUNNING, Phase.PENDING): _requeue,
+    (Phase.RUNNING, Phase.SUCCEEDED): _end,
+    (Phase.RUNNING, Phase.FAILED): _end,
+    (Phase.RUNNING, Phase.STOPPING_CANCEL): _ask_cancel,
+    (Phase.RUNNING, Phase.STOPPING_PREEMPT): _preempt,
+    (Phase.RUNNING, Phase.STOPPING_PROFILED): _ask_profiled,
+    (Phase.STOPPING_CANCEL, Phase.CANCELLED): _end,
+    (Phase.STOPPING_PREEMPT, Phase.PENDING): _stopped,
+    (Phase.STOPPING_PREEMPT, Phase.STOPPING_RESTART): _decide,
+    (Phase.STOPPING_PREEMPT, Phase.STOPPING_CANCEL): _ask_cancel,
+    (Phase.STOPPING_RESTART, Phase.DECIDED): _stopped,
+    (Phase.STOPPING_RESTART, Phase.STOPPING_PREEMPT): _preempt,
+    (Phase.STOPPING_RESTART, Phase.STOPPING_CANCEL): _ask_cancel,
+    (Phase.STOPPING_PROFILED, Phase.PENDING): _requeue,
+    (Phase.STOPPING_PROFILED, Phase.SUCCEEDED): _end,
+    (Phase.STOPPING_PROFILED, Phase.FAILED): _end,
+    (Phase.STOPPING_PROFILED, Phase.STOPPING_CANCEL): _ask_cancel,
+    (Phase.STOPPING_PROFILED, Phase.STOPPING_PREEMPT): _preempt,
+}
+# the handlers and the lifecycle's table describe the same moves, or the import fails
+_EDGES = {(a, b) for a, targets in LEGAL.items() for b in targets if a is not Phase.NEW}
+if set(TRANSITIONS) != _EDGES:  # pragma: no cover - a bug shows at import
+    raise ImportError(f"job store handlers differ from LEGAL: {set(TRANSITIONS) ^ _EDGES}")
+
+
+def phase(row: JobRow) -> Phase:
+    """The lifecycle phase of a stored job."""
+    return phase_of(row.state, row.gpu_indices, row.stopping)
 
 
 class JobStore:
-    """Persistence and ids: accepted jobs and their checked, explained transitions."""
+    """Persistence and ids: accepted jobs and every move of their lifecycle, each
+    performed here (:meth:`transition`), checked and explained."""
 
     def __init__(self, engine: Engine, clock: Callable[[], float]) -> None:
         self.engine = engine
@@ -91,18 +225,17 @@ class JobStore:
         job_class: JobClass,
         estimate: DurationEstimate,
         now: float,
+        cause: Cause | None = None,
     ) -> JobRow:
         """Store an accepted job as pending (committed by the caller)."""
-        job_id = self.new_job_id()
         row = JobRow(
-            id=job_id,
+            id=self.new_job_id(),
             user=request.user,
             tenant=request.tenant,
             job_class=job_class.value,
             gpus=request.gpus,
             command=json.dumps(list(request.command)),
             cwd=request.cwd,
-            state=PENDING,
             submit_time=now,
             estimate_s=request.estimate_s,
             model_estimate_s=estimate.seconds,
@@ -111,8 +244,6 @@ class JobStore:
             checkpoint_s=request.checkpoint_s,
             priority=request.priority,
             run_as=request.run_as,
-            gpu_indices="",
-            preemptions=0,
             name=request.name,
             gpu_type=request.gpu_type,
             preferred_gpu_types=(
@@ -126,52 +257,78 @@ class JobStore:
             gpu_milli=request.gpu_milli if request.gpu_milli != 1000 else None,
             cpus=request.cpus,
             memory_gb=request.memory_gb,
-            attempts=0,
             max_retries=request.max_retries,
         )
-        session.add(row)
-        session.add(
-            TransitionRow(
-                job_id=job_id,
-                time=now,
-                from_state="",
-                to_state=PENDING,
-                reason="submitted",
-                stimulus=Stimulus.SUBMIT.value,
-            )
+        return self.insert(
+            session, row, cause or Cause(Stimulus.SUBMIT, new_stimulus_id("submit")), "submitted"
         )
+
+    def insert(self, session: Session, row: JobRow, cause: Cause, reason: str) -> JobRow:
+        """The move new -> pending: an accepted job (a submission, or a foreign job that
+        opted in) stored with its first story line (committed by the caller)."""
+        row.state = PENDING
+        row.gpu_indices = ""
+        row.preemptions = 0
+        row.attempts = 0
+        row.stopping = None
+        session.add(row)
+        self._story(session, row, Phase.NEW, Phase.PENDING, "", cause, reason, row.submit_time)
         return row
 
-    def move(
-        self, session: Session, row: JobRow, state: str, stimulus: Stimulus, reason: str
+    def transition(
+        self,
+        session: Session,
+        row: JobRow,
+        to: Phase,
+        cause: Cause,
+        reason: str,
+        detail: MoveDetail | None = None,
     ) -> None:
-        """Move ``row`` to ``state`` (checked against the lifecycle's table), stored with
-        its stimulus and sentence."""
-        check_move(row.id, phase_of(row.state, row.gpu_indices), state)
-        session.add(
-            TransitionRow(
-                job_id=row.id,
-                time=self.clock(),
-                from_state=row.state,
-                to_state=state,
-                reason=reason,
-                stimulus=stimulus.value,
-            )
-        )
-        row.state = state
+        """Perform one move of the lifecycle: its handler writes every field the move
+        changes, and the move is stored with its stimulus (in the caller's transaction,
+        so the fields and the story commit together)."""
+        current = phase(row)
+        check_move(row.id, current, to)
+        before = row.state
+        now = self.clock()
+        TRANSITIONS[(current, to)](row, now, detail or MoveDetail(), to)
+        after = phase(row)
+        if after is not to:  # a handler that misses its target is a bug
+            raise IllegalTransition(f"{row.id}: {current} -> {to} left the job {after}")
+        self._story(session, row, current, to, before, cause, reason, now)
 
-    def launched(self, session: Session, row: JobRow, gpu_indices: str) -> None:
-        """The launch ends the hidden "decided" phase (stored: running, no GPUs yet)."""
-        check_move(row.id, Phase.DECIDED, RUNNING)
-        row.gpu_indices = gpu_indices
+    def clear_retry(self, row: JobRow) -> None:
+        """A held job whose retry is due joins the queue again (no move: it was pending)."""
+        row.retry_at = None
+
+    def end_profiling(self, row: JobRow) -> None:
+        """A profiling run under a policy that no longer profiles simply runs on."""
+        row.profile_until = None
+
+    @staticmethod
+    def _story(
+        session: Session,
+        row: JobRow,
+        current: Phase,
+        to: Phase,
+        before: str,
+        cause: Cause,
+        reason: str,
+        now: float,
+    ) -> None:
         session.add(
             TransitionRow(
                 job_id=row.id,
-                time=self.clock(),
-                from_state=Phase.DECIDED.value,
-                to_state=RUNNING,
-                reason=f"launched on GPUs {gpu_indices}",
-                stimulus=Stimulus.LAUNCH.value,
+                time=now,
+                # a launch is stored from "decided": the history counts a job's GPUs
+                # from its start decision, not twice
+                from_state=Phase.DECIDED.value if to is Phase.RUNNING else before,
+                to_state=row.state,
+                reason=reason,
+                stimulus=cause.kind.value,
+                stimulus_id=cause.id,
+                from_phase=current.value,
+                to_phase=to.value,
             )
         )
 
@@ -183,7 +340,19 @@ class JobStore:
                 .where(TransitionRow.job_id == job_id)
                 .order_by(TransitionRow.id)
             ).all()
-            return [StoryLine(t.time, t.from_state, t.to_state, t.stimulus, t.reason) for t in rows]
+            return [
+                StoryLine(
+                    t.time,
+                    t.from_state,
+                    t.to_state,
+                    t.stimulus,
+                    t.reason,
+                    t.stimulus_id,
+                    t.from_phase,
+                    t.to_phase,
+                )
+                for t in rows
+            ]
 
 
 def spec_of(row: JobRow) -> JobSpec:

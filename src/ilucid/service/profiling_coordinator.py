@@ -8,16 +8,14 @@ coordinator ends it, and the job waits for the main pool like any other.
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.core import Scheduler
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.db import JobRow
-from ilucid.service.job_store import PENDING, RUNNING, SUCCEEDED, JobStore
-from ilucid.service.lifecycle import NO_GPUS, Stimulus
+from ilucid.service.job_store import RUNNING, SUCCEEDED, JobStore
+from ilucid.service.lifecycle import NO_GPUS, Cause, Phase
 from ilucid.service.live_profiler import profile_report
 from ilucid.service.live_sampling import measured_run
 
@@ -32,9 +30,7 @@ class ProfilingCoordinator:
         self.store = store
         self.packing = packing
 
-    def due(
-        self, session: Session, now: float, stopping: Container[str], profiles: bool
-    ) -> list[str]:
+    def due(self, session: Session, now: float, profiles: bool) -> list[JobRow]:
         """Jobs whose profiling run is over and must be stopped now. Under a policy that
         does not profile (it changed meanwhile) such a job simply runs on."""
         rows = session.scalars(
@@ -42,19 +38,22 @@ class ProfilingCoordinator:
                 JobRow.state == RUNNING,
                 JobRow.profile_until.is_not(None),
                 JobRow.profile_until <= now,
+                JobRow.stopping.is_(None),
             )
         ).all()
         due = []
         for row in rows:
-            if row.id in stopping or row.gpu_indices in ("", NO_GPUS):
+            if row.gpu_indices in ("", NO_GPUS):
                 continue
             if not profiles:
-                row.profile_until = None
+                self.store.end_profiling(row)
                 continue
-            due.append(row.id)
+            due.append(row)
         return due
 
-    def finish(self, session: Session, row: JobRow, scheduler: Scheduler, now: float) -> None:
+    def finish(
+        self, session: Session, row: JobRow, scheduler: Scheduler, now: float, cause: Cause
+    ) -> None:
         """Hand a stopped profiling run's measurements to the policy; the job requeues."""
         run = measured_run(session, row, now)
         past = [
@@ -66,6 +65,4 @@ class ProfilingCoordinator:
         ]
         report = profile_report(run, row.estimate_s, past, self.packing)
         scheduler.profiled(row.id, now, report)
-        row.profile_until = None
-        row.gpu_indices = ""
-        self.store.move(session, row, PENDING, Stimulus.PROFILED, f"profiled: {report.note}")
+        self.store.transition(session, row, Phase.PENDING, cause, f"profiled: {report.note}")

@@ -8,7 +8,13 @@
 4. apply its decisions through the backend (start, stop), stored with their
    reasons. Intent is committed before acting: a crash leaves a job "running"
    without a process (requeued on restart) or a process the restart re-adopts,
-   never a job started twice.
+   never a job started twice. A stop (cancel, preemption, end of a profiling
+   run) is a stored intent (``JobRow.stopping``) until its process is gone, and
+   a restart finishes every intent it finds.
+
+Every move goes through :meth:`JobStore.transition` with its stimulus: the pass's
+decisions and launches share the pass's id, what one observation saw shares the
+observation's, a restart's moves share the restart's.
 
 The reconciler owns the core. It is rebuilt from the database and the backend at
 start, on a policy change, and when a replica becomes leader.
@@ -46,23 +52,25 @@ from ilucid.service.db import DecisionRow, JobRow
 from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.faults import crash_point
 from ilucid.service.job_store import (
-    CANCELLED,
     ENDED,
-    FAILED,
     PENDING,
     RUNNING,
-    SUCCEEDED,
     JobStore,
+    MoveDetail,
+    phase,
     spec_of,
 )
 from ilucid.service.latency import Latency
 from ilucid.service.launch_words import share_gpus, why_these_gpus
-from ilucid.service.lifecycle import NO_GPUS, Stimulus
+from ilucid.service.lifecycle import NO_GPUS, Cause, Phase, Stimulus, new_stimulus_id
 from ilucid.service.live_sampling import Sampler
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
 __all__ = ["Reconciler"]
+
+_PREEMPTED_GONE = "its preempted process is gone"
+_CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
 
 _ALIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
 
@@ -70,9 +78,7 @@ _ALIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
 class Reconciler:
     """Runs the pass and keeps the core in step with the database and the backend.
 
-    ``stopping`` maps a job the service asked to stop to why ("cancelled",
-    "preempted" or "profiled") until its process is gone. Callers hold the
-    service's lock around every method."""
+    Callers hold the service's lock around every method."""
 
     def __init__(
         self,
@@ -99,7 +105,6 @@ class Reconciler:
         #: the core's scheduling pass, and the whole reconcile (observe, database, apply)
         self.pass_latency = Latency()
         self.reconcile_latency = Latency()
-        self.stopping: dict[str, str] = {}
         self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.published_at = 0.0
@@ -111,7 +116,7 @@ class Reconciler:
         self.backend_queue = BackendQueue(
             capabilities,
             backend.name,
-            store.new_job_id,
+            store,
             lambda row, now: self.scheduler.submit(spec_of(row), now),
             clock,
         )
@@ -123,7 +128,7 @@ class Reconciler:
     def rebuild(self, new_policy: Callable[[], Policy], profiles: bool) -> None:
         """A fresh core from the database; running jobs re-adopted from the backend
         (``new_policy`` makes the policy, again when the cluster changes; ``profiles``:
-        whether it runs profiling runs)."""
+        whether it runs profiling runs). Every stored intent is finished or re-issued."""
         self._new_policy = new_policy
         policy = new_policy()
         seen = self.backend.observe()
@@ -133,6 +138,8 @@ class Reconciler:
         self.readopted = []
         self.retries.waiting = {}
         node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
+        restart = new_stimulus_id("restart")
+        stops: list[str] = []
         with Session(self.store.engine) as session:
             rows = session.scalars(
                 select(JobRow)
@@ -141,7 +148,9 @@ class Reconciler:
             ).all()
             now = self.clock()
             for row in rows:
-                self._recover(session, row, seen.jobs.get(row.id), node_index, now)
+                observed = seen.jobs.get(row.id)
+                if self._recover(session, row, observed, node_index, now, restart):
+                    stops.append(row.id)
             session.commit()
             # a crash after an end was committed and before the backend forgot the job
             exited = [j for j, o in seen.jobs.items() if o.state is ProcessState.EXITED]
@@ -149,6 +158,8 @@ class Reconciler:
                 select(JobRow.id).where(JobRow.id.in_(exited), JobRow.state.in_(ENDED))
             ).all()
         self._forget_recorded_ends()
+        for job_id in stops:  # intents found alive: asked again, once committed
+            self.stop(job_id)
 
     def _recover(
         self,
@@ -157,26 +168,60 @@ class Reconciler:
         observed: ObservedJob | None,
         node_index: dict[str, int],
         now: float,
-    ) -> None:
-        """Put one stored open job back into the new core."""
+        restart: str,
+    ) -> bool:
+        """Put one stored open job back into the new core; True when its process must be
+        asked to stop (again)."""
         alive = observed is not None and observed.state in _ALIVE
         # a process that ended while the service was down is adopted too: the first
         # pass records how it ended (requeueing it would run it twice)
         ended = observed is not None and observed.state is ProcessState.EXITED
+        gone = Cause(Stimulus.STOPPED, restart)
+        current = phase(row)
+        if current is Phase.STOPPING_CANCEL and row.state == PENDING:
+            # preempted, then cancelled: out of the queue for good, its process stopping
+            if alive:
+                return True
+            self._forgets.append(row.id)
+            self.store.transition(session, row, Phase.CANCELLED, gone, _CANCELLED_GONE)
+            return False
         if row.state == RUNNING and (alive or ended):
             assert observed is not None
             self._adopt(row, observed, node_index, now)
             self.readopted.append(row.id)
-            if not row.gpu_indices:  # launched, but the crash beat the record
-                row.gpu_indices = ",".join(map(str, observed.gpus)) or NO_GPUS
-            return
-        if row.state == PENDING and alive:  # preempted before the restart
-            self.stop(row.id, "preempted")
-        if row.state == RUNNING:  # cannot be re-adopted: requeue it cleanly
-            self.store.move(session, row, PENDING, Stimulus.RESTART, "not running after a restart")
-            row.gpu_indices = ""
+            if current is Phase.DECIDED:  # launched, but the crash beat the record
+                gpus = ",".join(map(str, observed.gpus)) or NO_GPUS
+                self.store.transition(
+                    session,
+                    row,
+                    Phase.RUNNING,
+                    Cause(Stimulus.ADOPTED, restart),
+                    f"found running on GPUs {gpus} after a restart",
+                    MoveDetail(gpus=gpus),
+                )
+            return alive and row.stopping is not None
+        ask_stop = False
+        if current is Phase.STOPPING_PREEMPT:
+            if alive:
+                ask_stop = True
+            else:
+                self._forgets.append(row.id)
+                self.store.transition(session, row, Phase.PENDING, gone, _PREEMPTED_GONE)
+        elif row.state == PENDING and alive:  # preempted before intents were stored
+            ask_stop = True
+        if row.state == RUNNING:  # nothing of it runs: its intent ends, or it requeues
+            self._forgets.append(row.id)
+            requeue = Cause(Stimulus.RESTART, restart)
+            if current is Phase.STOPPING_CANCEL:
+                self.store.transition(session, row, Phase.CANCELLED, gone, _CANCELLED_GONE)
+                return False
+            if current is Phase.STOPPING_RESTART:
+                self.store.transition(session, row, Phase.DECIDED, gone, _PREEMPTED_GONE)
+            reason = "not running after a restart"
+            self.store.transition(session, row, Phase.PENDING, requeue, reason)
         if not self.retries.held_at_restart(session, row, now):  # else: until its retry
             self.retries.submit(self.scheduler, row)
+        return ask_stop
 
     def _adopt(
         self,
@@ -227,11 +272,9 @@ class Reconciler:
         if state is not None and state.status is JobStatus.RUNNING:
             self.scheduler.finish(job_id, now)
 
-    def stop(self, job_id: str, why: str | None = None) -> None:
-        """Ask the backend to stop the job (``why``: remembered until its process is gone);
-        a backend that cannot take it now is asked again on the next pass."""
-        if why is not None:
-            self.stopping[job_id] = why
+    def stop(self, job_id: str) -> None:
+        """Ask the backend to stop the job (its intent is committed already); a backend
+        that cannot take it now is asked again on the next pass."""
         try:
             self.backend.stop(job_id)
         except BackendUnavailable as exc:
@@ -252,34 +295,47 @@ class Reconciler:
             seen = self.backend.observe()
         now = self.clock()
         self._fence_excluded_nodes()
-        for job_id in list(self._stop_retry):
-            self._stop_retry.discard(job_id)
-            if job_id in self.stopping:
-                self.stop(job_id)
+        pass_id, seen_id = new_stimulus_id("pass"), new_stimulus_id("observe")
         with Session(self.store.engine) as session:
-            self._settle_stopped(session, seen, now)
-            self._settle_ended(session, seen, now)
+            for job_id in list(self._stop_retry):
+                self._stop_retry.discard(job_id)
+                row = session.get(JobRow, job_id)
+                if row is not None and row.stopping is not None:
+                    self.stop(job_id)
+            self._settle_stopped(session, seen, now, seen_id)
+            self._settle_ended(session, seen, now, seen_id)
             self.backend_queue.sync(session, seen, self.cluster.total_gpus)
             self.retries.release_due(session, self.scheduler, now)
-            for job_id in self.profiling.due(session, now, self.stopping, self.profiles):
-                self.stop(job_id, "profiled")
+            stops = self._end_due_profiles(session, now, pass_id)
             began = time.perf_counter()
             decisions = self.scheduler.schedule(now)
             self.pass_latency.observe(time.perf_counter() - began)
-            self._apply(session, decisions, now)
+            stops += self._apply(session, decisions, now, pass_id)
             session.commit()  # intent before acting (see the module's docstring)
             self._forget_recorded_ends()
-            for decision in decisions:
-                if decision.action is Action.PREEMPT:
-                    self.stop(decision.job_id)
-            self._retry_starts(session)
+            for job_id in stops:
+                self.stop(job_id)
+            self._retry_starts(session, pass_id)
             if self.sampler is not None:
-                self.sampler.sample(session, self.capabilities.processes, now, self.stopping)
+                stopping = set(
+                    session.scalars(select(JobRow.id).where(JobRow.stopping.is_not(None)))
+                )
+                self.sampler.sample(session, self.capabilities.processes, now, stopping)
             session.commit()
         self._publish_reasons(now)
         self.durations.maybe_refit()  # hands the work to its worker process at once
         self.reconcile_latency.observe(time.perf_counter() - whole)
         return decisions
+
+    def _end_due_profiles(self, session: Session, now: float, pass_id: str) -> list[str]:
+        """Profiling runs whose time is up: their stop is stored, asked after the commit."""
+        due = self.profiling.due(session, now, self.profiles)
+        cause = Cause(Stimulus.PROFILE_DUE, pass_id)
+        for row in due:
+            self.store.transition(
+                session, row, Phase.STOPPING_PROFILED, cause, "its profiling run is over"
+            )
+        return [row.id for row in due]
 
     def _fence_excluded_nodes(self) -> None:
         """Nodes drained, down or cordoned take no new work; their jobs stay accounted."""
@@ -294,34 +350,52 @@ class Reconciler:
         fenced = [i for i, node in enumerate(self.cluster.nodes) if node.name in names]
         self.scheduler.free.set_unavailable(fenced)
 
-    def _settle_stopped(self, session: Session, seen: Observation, now: float) -> None:
-        """Jobs the service stopped whose process is gone: cancelled ones end, profiled
-        ones report their run (preempted ones were requeued when decided)."""
-        for job_id, why in list(self.stopping.items()):
-            observed = seen.jobs.get(job_id)
+    def _settle_stopped(
+        self, session: Session, seen: Observation, now: float, seen_id: str
+    ) -> None:
+        """Jobs the service is stopping whose process is gone: cancelled ones end
+        cancelled, preempted ones may start again, profiled ones report their run."""
+        gone = Cause(Stimulus.STOPPED, seen_id)
+        rows = session.scalars(
+            select(JobRow).where(JobRow.stopping.is_not(None)).order_by(JobRow.id)
+        ).all()
+        for row in rows:
+            observed = seen.jobs.get(row.id)
             if observed is not None and observed.state in _ALIVE:
                 continue
-            del self.stopping[job_id]
-            self._forgets.append(job_id)
-            row = session.get(JobRow, job_id)
-            if row is None or row.state != RUNNING:
-                continue
-            if why == "profiled":
-                if observed is None or observed.exit_code != 0:
-                    self.profiling.finish(session, row, self.scheduler, now)
-                # else it finished as its profile ended: recorded as done by _settle_ended
-            elif why == "cancelled":
-                row.exit_code = observed.exit_code if observed is not None else None
-                row.end_time = now
-                self.finish_in_core(job_id, now)
-                self.store.move(session, row, CANCELLED, Stimulus.CANCEL, "cancelled by its owner")
+            self._forgets.append(row.id)
+            current = phase(row)
+            if current is Phase.STOPPING_PROFILED:
+                if observed is not None and observed.exit_code == 0:  # done as it ended
+                    self._record_exit(session, row, 0, now, seen_id)
+                else:
+                    profiled = Cause(Stimulus.PROFILED, seen_id)
+                    self.profiling.finish(session, row, self.scheduler, now, profiled)
+            elif current is Phase.STOPPING_CANCEL:
+                if row.state == RUNNING:  # the core still books its GPUs
+                    self.finish_in_core(row.id, now)
+                code = observed.exit_code if observed is not None else None
+                self.store.transition(
+                    session,
+                    row,
+                    Phase.CANCELLED,
+                    gone,
+                    "cancelled by its owner: its process is gone",
+                    MoveDetail(exit_code=code),
+                )
+            elif current is Phase.STOPPING_PREEMPT:
+                self.store.transition(session, row, Phase.PENDING, gone, _PREEMPTED_GONE)
+            else:  # started again while its old process stopped: launched now
+                self.store.transition(session, row, Phase.DECIDED, gone, _PREEMPTED_GONE)
 
-    def _settle_ended(self, session: Session, seen: Observation, now: float) -> None:
+    def _settle_ended(self, session: Session, seen: Observation, now: float, seen_id: str) -> None:
         """Launched running jobs whose process exited (recorded) or vanished (requeued)."""
-        running = session.scalars(select(JobRow).where(JobRow.state == RUNNING)).all()
+        running = session.scalars(
+            select(JobRow).where(JobRow.state == RUNNING, JobRow.stopping.is_(None))
+        ).all()
         for row in running:
-            if row.id in self.stopping or not row.gpu_indices:
-                continue  # being stopped, or its start still waits for GPUs
+            if not row.gpu_indices:
+                continue  # its start still waits for GPUs
             observed = seen.jobs.get(row.id)
             state = observed.state if observed is not None else ProcessState.LOST
             if state in _ALIVE:
@@ -330,27 +404,39 @@ class Reconciler:
                 # the cluster manager's word when it has one (its node went down...)
                 said = observed.reason if observed is not None else None
                 why = said or "its process vanished without an exit"
-                self._failed_attempt(session, row, Stimulus.VANISHED, why, now)
+                self._failed_attempt(session, row, Stimulus.VANISHED, why, now, seen_id)
                 self._forgets.append(row.id)
                 continue
-            row.exit_code = code = observed.exit_code
-            row.end_time = now
-            final = SUCCEEDED if code == 0 else FAILED
-            crash_point("end-seen")
-            self.finish_in_core(row.id, now)
-            self.store.move(session, row, final, Stimulus.EXIT, f"exited with code {code}")
-            crash_point("end-recorded")
+            self._record_exit(session, row, observed.exit_code, now, seen_id)
             self._forgets.append(row.id)
-            if final == SUCCEEDED and row.first_start is not None:
-                self.durations.finished(spec_of(row), max(0.0, now - row.first_start))
+
+    def _record_exit(
+        self, session: Session, row: JobRow, code: int | None, now: float, seen_id: str
+    ) -> None:
+        """The job's process exited: succeeded (0) or failed, freed in the core."""
+        final = Phase.SUCCEEDED if code == 0 else Phase.FAILED
+        crash_point("end-seen")
+        self.finish_in_core(row.id, now)
+        cause = Cause(Stimulus.EXIT, seen_id)
+        self.store.transition(
+            session, row, final, cause, f"exited with code {code}", MoveDetail(exit_code=code)
+        )
+        crash_point("end-recorded")
+        if final is Phase.SUCCEEDED and row.first_start is not None:
+            self.durations.finished(spec_of(row), max(0.0, now - row.first_start))
 
     def _failed_attempt(
-        self, session: Session, row: JobRow, stimulus: Stimulus, cause: str, now: float
+        self,
+        session: Session,
+        row: JobRow,
+        stimulus: Stimulus,
+        why: str,
+        now: float,
+        stimulus_id: str,
     ) -> None:
         """Held back for a retry (out of the core's queue until then), or failed for good."""
-        if self.retries.failed(session, row, stimulus, cause, now):
+        if self.retries.failed(session, row, Cause(stimulus, stimulus_id), why, now):
             take_out_of_core(self.scheduler, row.id, now)
-            row.gpu_indices = ""
         else:
             self.finish_in_core(row.id, now)
 
@@ -385,7 +471,12 @@ class Reconciler:
                 forgets.forget(job_id)
             crash_point("end-forgotten")
 
-    def _apply(self, session: Session, decisions: list[Decision], now: float) -> None:
+    def _apply(
+        self, session: Session, decisions: list[Decision], now: float, pass_id: str
+    ) -> list[str]:
+        """Store the pass's decisions and their moves; the jobs whose process must be
+        asked to stop once they are committed."""
+        stops = []
         for decision in decisions:
             row = session.get(JobRow, decision.job_id)
             if row is None:
@@ -401,22 +492,32 @@ class Reconciler:
                     message=decision.explain()
                     + why_these_gpus(self.scheduler, self.cluster, decision),
                     placement=json.dumps(decision.placement.parts) if decision.placement else "",
+                    stimulus_id=pass_id,
                 )
             )
-            if decision.action is Action.START:
-                if row.first_start is None:
-                    row.first_start = now
-                row.profile_until = None if decision.limit_s is None else now + decision.limit_s
-                self.store.move(session, row, RUNNING, Stimulus.START, message)
-                row.gpu_indices = ""  # launched by _retry_starts once this is committed
+            current = phase(row)
+            if current is Phase.STOPPING_CANCEL:
+                # the core moved a job its owner cancelled (it still booked its GPUs):
+                # it leaves the core's queue; its cancel stands
+                take_out_of_core(self.scheduler, row.id, now)
+            elif decision.action is Action.START:
+                started = Phase.STOPPING_RESTART if current is Phase.STOPPING_PREEMPT else None
+                self.store.transition(
+                    session,
+                    row,
+                    started or Phase.DECIDED,
+                    Cause(Stimulus.START, pass_id),
+                    message,
+                    MoveDetail(limit_s=decision.limit_s),
+                )
             elif decision.action is Action.PREEMPT:
                 # the core has requeued it already; the process ends on the backend's signal
-                self.store.move(session, row, PENDING, Stimulus.PREEMPT, message)
-                row.preemptions += 1
-                row.gpu_indices = ""
-                self.stopping[row.id] = "preempted"
+                cause = Cause(Stimulus.PREEMPT, pass_id)
+                self.store.transition(session, row, Phase.STOPPING_PREEMPT, cause, message)
+                stops.append(row.id)
+        return stops
 
-    def _launch(self, session: Session, row: JobRow) -> None:
+    def _launch(self, session: Session, row: JobRow, pass_id: str) -> None:
         state = self.scheduler.jobs.get(row.id)
         nodes = self.cluster.nodes
         placement = (
@@ -446,11 +547,20 @@ class Reconciler:
             print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
             return
         except (OSError, ValueError) as exc:  # e.g. a missing working directory: retried
-            cause = f"could not be launched: {exc}"
-            self._failed_attempt(session, row, Stimulus.LAUNCH_FAILED, cause, self.clock())
+            why = f"could not be launched: {exc}"
+            now = self.clock()
+            self._failed_attempt(session, row, Stimulus.LAUNCH_FAILED, why, now, pass_id)
             return
         if gpus is not None:
-            self.store.launched(session, row, ",".join(map(str, gpus)) or NO_GPUS)
+            on = ",".join(map(str, gpus)) or NO_GPUS
+            self.store.transition(
+                session,
+                row,
+                Phase.RUNNING,
+                Cause(Stimulus.LAUNCH, pass_id),
+                f"launched on GPUs {on}",
+                MoveDetail(gpus=on),
+            )
 
     def _launch_shared(
         self, session: Session, row: JobRow, placement: Placement
@@ -475,14 +585,16 @@ class Reconciler:
             run_as=row.run_as,
         )
 
-    def _retry_starts(self, session: Session) -> None:
-        """Starts that waited for a stopping job's GPUs (or its own old process) to go."""
+    def _retry_starts(self, session: Session, pass_id: str) -> None:
+        """Decided starts: this pass's, and those that waited for a stopping job's GPUs
+        (a job whose own old process still stops is not decided yet)."""
         waiting = session.scalars(
-            select(JobRow).where(JobRow.state == RUNNING, JobRow.gpu_indices == "")
+            select(JobRow).where(
+                JobRow.state == RUNNING, JobRow.gpu_indices == "", JobRow.stopping.is_(None)
+            )
         ).all()
         for row in waiting:
-            if row.id not in self.stopping:
-                self._launch(session, row)
+            self._launch(session, row, pass_id)
 
     # -- questions -------------------------------------------------------------------------
     def queue(self, now: float) -> list[tuple[str, int | None, float | None]]:

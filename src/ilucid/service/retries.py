@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 
 from ilucid.core import JobStatus, Scheduler
 from ilucid.service.db import JobRow, TransitionRow
-from ilucid.service.job_store import FAILED, PENDING, JobStore, spec_of
-from ilucid.service.lifecycle import Stimulus
+from ilucid.service.job_store import FAILED, PENDING, JobStore, MoveDetail, spec_of
+from ilucid.service.lifecycle import Cause, Phase, Stimulus
 from ilucid.service.running_sentence import clock, span
 
 __all__ = [
@@ -137,29 +137,28 @@ class Retries:
         return self.max_retries if row.max_retries is None else row.max_retries
 
     def failed(
-        self, session: Session, row: JobRow, stimulus: Stimulus, cause: str, now: float
+        self, session: Session, row: JobRow, stimulus: Cause, cause: str, now: float
     ) -> bool:
-        """A failed attempt of ``row``, already out of the core's books: held back for its
-        retry (True), or, with no retry left, recorded ``failed`` (False)."""
+        """A failed attempt of ``row`` (to be taken out of the core's books by the caller):
+        held back for its retry (True), or, with no retry left, recorded ``failed``."""
         limit = self.limit(row)
         retry = row.attempts + 1
+        kind = stimulus.kind.value
         if retry > limit:
-            row.retry_at = None
-            row.end_time = now
             reason = cause
             if row.attempts:
                 earlier = attempts_of(session, row.id)[-row.attempts :]
-                every = [*earlier, Attempt(now, _what(stimulus.value, cause))]
+                every = [*earlier, Attempt(now, _what(kind, cause))]
                 listed = "; ".join(a.sentence(n, now) for n, a in enumerate(every, 1))
                 many = "retry" if row.attempts == 1 else "retries"
                 reason = f"failed after {row.attempts} {many}: {listed}"
-            self.store.move(session, row, FAILED, stimulus, reason)
+            self.store.transition(session, row, Phase.FAILED, stimulus, reason)
             return False
-        row.attempts = retry
-        row.retry_at = retry_at = now + backoff_s(retry)
+        retry_at = now + backoff_s(retry)
         note = f"{cause}; retry {retry} of {limit} at {clock(retry_at, now)}"
-        self.store.move(session, row, PENDING, stimulus, note)
-        self.waiting[row.id] = Wait(retry_at, retry, limit, _what(stimulus.value, cause))
+        detail = MoveDetail(retry_at=retry_at)
+        self.store.transition(session, row, Phase.PENDING, stimulus, note, detail)
+        self.waiting[row.id] = Wait(retry_at, retry, limit, _what(kind, cause))
         return True
 
     def release_due(self, session: Session, scheduler: Scheduler, now: float) -> None:
@@ -171,7 +170,7 @@ class Retries:
             row = session.get(JobRow, job_id)
             if row is None or row.state != PENDING:
                 continue
-            row.retry_at = None
+            self.store.clear_retry(row)
             self.submit(scheduler, row)
 
     def held_at_restart(self, session: Session, row: JobRow, now: float) -> bool:
@@ -180,7 +179,7 @@ class Retries:
         if row.retry_at is None:
             return False
         if row.retry_at <= now:
-            row.retry_at = None
+            self.store.clear_retry(row)
             return False
         attempts = attempts_of(session, row.id)
         after = attempts[-1].cause if attempts else "a failed attempt"

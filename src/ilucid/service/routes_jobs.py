@@ -135,6 +135,7 @@ def show(job_id: str, who: Who, service: Live) -> dict[str, Any]:
                 "from": t.from_state,
                 "to": t.to_state,
                 "stimulus": t.stimulus,
+                "stimulus_id": t.stimulus_id,
                 "reason": t.reason,
             }
             for t in session.scalars(
@@ -171,7 +172,13 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
         row = own_job(session, job_id, who)
         estimate = estimate_json(row)
         decisions = [
-            {"time": d.time, "action": d.action, "code": d.code, "message": d.message}
+            {
+                "time": d.time,
+                "action": d.action,
+                "code": d.code,
+                "message": d.message,
+                "stimulus_id": d.stimulus_id,
+            }
             for d in session.scalars(
                 select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
             )
@@ -207,6 +214,10 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
                 "from": line.from_state,
                 "to": line.to_state,
                 "stimulus": line.stimulus,
+                # the one request, pass or observation that caused it (a story groups by it)
+                "stimulus_id": line.stimulus_id,
+                "from_phase": line.from_phase,
+                "to_phase": line.to_phase,
                 "reason": line.reason,
                 "text": line.sentence(),
             }

@@ -50,14 +50,14 @@ from ilucid.service.job_model import ServiceError, check_request
 from ilucid.service.job_store import (
     CANCELLED,
     ENDED,
-    RUNNING,
     JobRequest,
     JobStore,
     StoryLine,
+    phase,
     spec_of,
 )
 from ilucid.service.latency import Latency
-from ilucid.service.lifecycle import Stimulus
+from ilucid.service.lifecycle import Cause, Phase, Stimulus, new_stimulus_id
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.reconciler import Reconciler
@@ -199,32 +199,42 @@ class SchedulerService:
         return row.id
 
     def cancel(self, job_id: str) -> str:
-        """Cancel a job: a pending one at once, a running one once its process is gone."""
+        """Cancel a job: a pending one at once, one with a process once the process is
+        gone. The intent is committed before it is answered or acted on, so a crash
+        cannot lose it: a restart finishes it, and a cancelled job is never launched."""
         canceller = self.capabilities.cancels
+        cause = Cause(Stimulus.CANCEL, new_stimulus_id("cancel"))
         with self.lock, Session(self.engine) as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise ServiceError(f"no job {job_id}")
             if row.state in ENDED:
                 return row.state
-            now = self.clock()
-            if row.state == RUNNING:
-                if canceller is not None:
-                    self.reconciler.stopping[job_id] = "cancelled"
-                    canceller.cancel(job_id)
-                else:
-                    self.reconciler.stop(job_id, "cancelled")
+            current = phase(row)
+            if current is Phase.STOPPING_CANCEL:
                 return "stopping"
-            if canceller is not None:
-                canceller.cancel(job_id)  # a queued copy in the backend (Slurm) goes too
-            if job_id in self.scheduler.jobs:  # one too large for the cluster is not
-                self.scheduler.withdraw(job_id, now)
+            now = self.clock()
+            queued = self.scheduler.jobs.get(job_id)
+            if queued is not None and queued.status is JobStatus.PENDING:
+                self.scheduler.withdraw(job_id, now)  # it never starts again
             self.reconciler.retries.waiting.pop(job_id, None)  # nor one held for a retry
-            row.retry_at = None
-            self.store.move(session, row, CANCELLED, Stimulus.CANCEL, "cancelled while pending")
-            row.end_time = now
-            session.commit()
-            return CANCELLED
+            if current is Phase.PENDING:
+                self.store.transition(
+                    session, row, Phase.CANCELLED, cause, "cancelled while pending"
+                )
+                session.commit()
+                if canceller is not None:
+                    canceller.cancel(job_id)  # a queued copy in the backend (Slurm) goes too
+                return CANCELLED
+            self.store.transition(
+                session, row, Phase.STOPPING_CANCEL, cause, "cancel asked by its owner"
+            )
+            session.commit()  # the promise is stored before it is kept or answered
+            if canceller is not None:
+                canceller.cancel(job_id)
+            else:
+                self.reconciler.stop(job_id)
+            return "stopping"
 
     # -- the loop ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
@@ -286,6 +296,14 @@ class SchedulerService:
             if waits is not None:
                 return waits.sentence(self.clock())
             state = self.scheduler.jobs.get(job_id)
+            if state is None or state.status is JobStatus.PENDING:
+                with Session(self.engine) as session:
+                    row = session.get(JobRow, job_id)
+                if row is not None and row.stopping == "cancelled":
+                    return (
+                        "cancelled by its owner: waiting for its process to end, then"
+                        " recorded cancelled (never started again)"
+                    )
             if state is None:
                 return ""
             backend_says = explains.reason(job_id) if explains is not None else None
@@ -297,9 +315,8 @@ class SchedulerService:
                     row = session.get(JobRow, job_id)
                 if row is None:
                     return ""
-                stopping = self.reconciler.stopping.get(job_id)
                 story = self.store.story(job_id)
-                why = describe_running(row, story, state.placement, self.cluster, stopping, now)
+                why = describe_running(row, story, state.placement, self.cluster, row.stopping, now)
             return f"{why}; {backend_says}" if backend_says else why
 
     def story(self, job_id: str) -> list[StoryLine]:
