@@ -38,6 +38,7 @@ from ilucid.traces import (
     load_trace,
     synthetic_trace,
 )
+from ilucid.traces.csv_cells import formula_safe
 
 __all__ = ["COMMANDS", "simulate_trace"]
 
@@ -124,7 +125,7 @@ def _add_arguments(sim: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace) -> Trace:
     if args.trace == "synthetic":
         return synthetic_trace(jobs=args.limit or 5000, seed=args.seed)
-    return load_trace(args.trace).limit(args.limit)
+    return load_trace(args.trace, limit=args.limit)
 
 
 def _cluster(trace: Trace, args: argparse.Namespace) -> tuple[Cluster, str]:
@@ -170,25 +171,27 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
         )
         for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
             writer.writerow(
-                [
-                    r.id,
-                    f"{r.submit:g}",
-                    r.num_gpus,
-                    f"{r.duration:g}",
-                    r.job_class,
-                    r.tenant,
-                    f"{r.first_start:g}",
-                    f"{r.end:g}",
-                    f"{r.jct:g}",
-                    f"{r.queueing_delay:g}",
-                    r.preemptions,
-                    r.nodes,
-                    r.wait_reason,
-                    f"{r.profiled_s:g}",
-                    r.packed,
-                    f"{r.lost_work_s:g}",
-                    f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
-                ]
+                formula_safe(
+                    [
+                        r.id,
+                        f"{r.submit:g}",
+                        r.num_gpus,
+                        f"{r.duration:g}",
+                        r.job_class,
+                        r.tenant,
+                        f"{r.first_start:g}",
+                        f"{r.end:g}",
+                        f"{r.jct:g}",
+                        f"{r.queueing_delay:g}",
+                        r.preemptions,
+                        r.nodes,
+                        r.wait_reason,
+                        f"{r.profiled_s:g}",
+                        r.packed,
+                        f"{r.lost_work_s:g}",
+                        f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
+                    ]
+                )
             )
 
 
