@@ -23,6 +23,7 @@ from ilucid.cli.common import (
     Command,
     add_service_options,
     policy_list,
+    printable,
     service_url,
     stored_token,
 )
@@ -190,7 +191,7 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         body["gpu_milli"] = args.gpu_milli
     # the job runs where it was submitted (as with sbatch), or in --cwd, always absolute
     body["cwd"] = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
-    print(call_service(client, "POST", "/jobs", json=body)["id"])
+    print(printable(call_service(client, "POST", "/jobs", json=body)["id"]))
     return 0
 
 
@@ -236,18 +237,18 @@ def _add_job(parser: argparse.ArgumentParser) -> None:
 
 def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
     result = call_service(client, "GET", f"/jobs/{args.job}/explain")
-    print(f"{result['id']}: {result['why']}")
-    print(f"  {result['estimate']['text']}")
+    print(f"{printable(result['id'])}: {printable(result['why'])}")
+    print(f"  {printable(result['estimate']['text'])}")
     for decision in result["decisions"]:
-        print(f"  {_when(decision['time'])}: {decision['message']}")
+        print(f"  {_when(decision['time'])}: {printable(decision['message'])}")
     if result.get("story"):
         print("  story, by what caused each move:")
         for cause, lines in _by_stimulus(result["story"]):
-            print(f"    {_when(lines[0]['time'])} {cause}:")
+            print(f"    {_when(lines[0]['time'])} {printable(cause)}:")
             for line in lines:
-                print(f"      {line['text']}")
+                print(f"      {printable(line['text'])}")
     for note in result.get("logs", []):
-        print(f"  logs: {note}")
+        print(f"  logs: {printable(note)}")
     return 0
 
 
@@ -266,7 +267,7 @@ def _by_stimulus(story: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, 
 
 def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:
     result = call_service(client, "DELETE", f"/jobs/{args.job}")
-    print(f"{result['id']}: {result['state']}")
+    print(f"{printable(result['id'])}: {printable(result['state'])}")
     return 0
 
 
@@ -348,7 +349,7 @@ def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
         runs = run_policies(trace.jobs, cluster, policies)
     for run in runs:
         if run.result is None:
-            print(f"what-if: {run.name} failed: {run.error}", file=sys.stderr)
+            print(f"what-if: {run.name} failed: {printable(run.error)}", file=sys.stderr)
     summaries = [summarize(r.result) for r in runs if r.result is not None]
     print(f"what-if: {len(trace.jobs)} recorded jobs replayed on {len(nodes)} node(s)")
     print_table(*summary_rows(summaries))

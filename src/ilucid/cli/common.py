@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ __all__ = [
     "positive_float",
     "positive_int",
     "print_error",
+    "printable",
     "service_url",
     "stored_token",
 ]
@@ -132,13 +134,34 @@ def service_url(args: argparse.Namespace) -> str:
     return url or DEFAULT_URL
 
 
+#: what a terminal would act on rather than show: C0 and C1 control characters (ESC
+#: starts a colour, a cursor move or a title change; CR and LF forge lines), DEL, the
+#: Unicode line separators and bidirectional overrides, and lone surrogates (unprintable)
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """Python's own escape of one character: ``\\n``, ``\\x1b``, ``\\u202e``."""
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def printable(value: object) -> str:
+    """``value`` as text a terminal only shows: what it would act on is written as its
+    escape (``\\x1b``, ``\\n``, ``\\u202e``). Every command prints what users, traces or
+    the service chose (a command, a name, a job id, an error) through this, so such text
+    can neither recolour nor rewrite the terminal nor forge an output line."""
+    return _UNPRINTABLE.sub(_escaped, str(value))
+
+
 def print_error(message: str) -> None:
     """``ilucid: error: ...`` on stderr, one line (red on a terminal)."""
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if console.is_terminal:
-        console.print(f"[bold red]ilucid: error:[/] {escape(message)}")
+        console.print(f"[bold red]ilucid: error:[/] {escape(printable(message))}")
     else:
-        print(f"ilucid: error: {message}", file=sys.stderr, flush=True)
+        print(f"ilucid: error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def positive_int(text: str) -> int:

@@ -42,7 +42,7 @@ def _demo(args: argparse.Namespace) -> int:
         explain=None,
     )
     if philly is not None and philly.exists():
-        trace = load_trace("philly").limit(args.limit)
+        trace = load_trace("philly", limit=args.limit)
     else:
         print(
             "ILUCID_TRACE_DIR is not set or holds no Philly trace:"

@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
             " or keep it as 'profiles' beside ILUCID_TRACE_DIR's folder"
         )
     world = GavelWorld.from_directory(profiles)
-    trace = load_trace(args.trace).limit(args.limit)
+    trace = load_trace(args.trace, limit=args.limit)
     sized = cluster_for_load(trace.jobs, args.load)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     cluster = mixed_type_cluster(len(sized), types)

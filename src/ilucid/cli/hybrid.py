@@ -66,7 +66,7 @@ _COLUMNS = (
 
 
 def _run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace).limit(args.limit)
+    trace = load_trace(args.trace, limit=args.limit)
     onprem = cluster_for_load(trace.jobs, args.onprem_load or DEFAULT_LOAD)
     cloud_nodes = (
         args.cloud_nodes if args.cloud_nodes is not None else max(1, math.ceil(len(onprem) / 4))

@@ -126,7 +126,7 @@ def _tier_config(args: argparse.Namespace) -> TierConfig:
 def run_mixed_command(args: argparse.Namespace) -> int:
     if not 0 < args.share < 1:
         raise ValueError(f"--share must be in (0, 1), got {args.share}")
-    trace = load_trace(args.trace).limit(args.limit)
+    trace = load_trace(args.trace, limit=args.limit)
     cluster: Cluster
     if trace.cluster is not None and args.load is None:
         cluster = trace.cluster

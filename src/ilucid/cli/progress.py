@@ -24,6 +24,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ilucid.cli.common import printable
+
 __all__ = ["CountDisplay", "ProgressDisplay"]
 
 
@@ -43,7 +45,9 @@ class _Display:
         return self._bars
 
     def note(self, text: str) -> None:
-        """A line of its own on stderr (above the bars while they show), taken literally."""
+        """A line of its own on stderr (above the bars while they show), taken literally
+        (no markup; control characters escaped)."""
+        text = printable(text)
         if self._bars is not None:
             self._bars.console.print(text, markup=False)
         else:

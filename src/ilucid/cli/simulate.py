@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ilucid import native
-from ilucid.cli.common import CliError, Command, policy_list, positive_float, positive_int
+from ilucid.cli.common import (
+    CliError,
+    Command,
+    policy_list,
+    positive_float,
+    positive_int,
+    printable,
+)
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table, summary_rows
 from ilucid.core import Cluster, RestoreOverhead, SchedulerConfig
@@ -31,6 +38,7 @@ from ilucid.traces import (
     load_trace,
     synthetic_trace,
 )
+from ilucid.traces.csv_cells import formula_safe
 
 __all__ = ["COMMANDS", "simulate_trace"]
 
@@ -117,7 +125,7 @@ def _add_arguments(sim: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace) -> Trace:
     if args.trace == "synthetic":
         return synthetic_trace(jobs=args.limit or 5000, seed=args.seed)
-    return load_trace(args.trace).limit(args.limit)
+    return load_trace(args.trace, limit=args.limit)
 
 
 def _cluster(trace: Trace, args: argparse.Namespace) -> tuple[Cluster, str]:
@@ -163,41 +171,43 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
         )
         for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
             writer.writerow(
-                [
-                    r.id,
-                    f"{r.submit:g}",
-                    r.num_gpus,
-                    f"{r.duration:g}",
-                    r.job_class,
-                    r.tenant,
-                    f"{r.first_start:g}",
-                    f"{r.end:g}",
-                    f"{r.jct:g}",
-                    f"{r.queueing_delay:g}",
-                    r.preemptions,
-                    r.nodes,
-                    r.wait_reason,
-                    f"{r.profiled_s:g}",
-                    r.packed,
-                    f"{r.lost_work_s:g}",
-                    f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
-                ]
+                formula_safe(
+                    [
+                        r.id,
+                        f"{r.submit:g}",
+                        r.num_gpus,
+                        f"{r.duration:g}",
+                        r.job_class,
+                        r.tenant,
+                        f"{r.first_start:g}",
+                        f"{r.end:g}",
+                        f"{r.jct:g}",
+                        f"{r.queueing_delay:g}",
+                        r.preemptions,
+                        r.nodes,
+                        r.wait_reason,
+                        f"{r.profiled_s:g}",
+                        r.packed,
+                        f"{r.lost_work_s:g}",
+                        f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
+                    ]
+                )
             )
 
 
 def _print_explanation(job_id: str, policy: str, result: SimResult, detail: list[str]) -> None:
     record = next(r for r in result.records if r.id == job_id)
     print(
-        f"\n{job_id} under {policy}: submitted {record.submit:,.0f}, first start"
+        f"\n{printable(job_id)} under {policy}: submitted {record.submit:,.0f}, first start"
         f" {record.first_start:,.0f}, end {record.end:,.0f} (JCT {record.jct:,.0f} s,"
         f" waited {record.queueing_delay:,.0f} s)"
     )
     for reason, seconds in sorted(result.waits.items(), key=lambda kv: -kv[1]):
-        print(f"  waited {seconds:,.0f} s: {reason}")
+        print(f"  waited {seconds:,.0f} s: {printable(reason)}")
     for time, text in result.story:
-        print(f"  t={time:,.0f}: {text}")
+        print(f"  t={time:,.0f}: {printable(text)}")
     for line in detail:
-        print(f"  {line}")
+        print(f"  {printable(line)}")
 
 
 def _json_value(value: Any) -> Any:
@@ -240,7 +250,7 @@ def simulate_trace(
                 " seeded rule (sha256(seed:job id) mod N); Philly and ITP record none"
             )
     for note in notes:
-        print(note)
+        print(printable(note))
     config = SchedulerConfig(RestoreOverhead(args.overhead_small, args.overhead_large))
     options: dict[str, Any] = {}
     if args.explain:
@@ -258,7 +268,7 @@ def simulate_trace(
         )
     failed = [r for r in runs if r.result is None]
     for run in failed:
-        print(f"ilucid: {run.name} failed: {run.error}", file=sys.stderr)
+        print(f"ilucid: {run.name} failed: {printable(run.error)}", file=sys.stderr)
     results = [r.result for r in runs if r.result is not None]
     summaries = [summarize(r) for r in results]
     out.mkdir(parents=True, exist_ok=True)
@@ -276,7 +286,7 @@ def simulate_trace(
         if result.tuner_log:
             print(f"{result.policy} tuner: {len(result.tuner_log)} actions, e.g.")
             for action in result.tuner_log[:3]:
-                print(f"  t={action.time:,.0f} {action.action}: {action.detail}")
+                print(f"  t={action.time:,.0f} {action.action}: {printable(action.detail)}")
     if args.explain:
         for run in runs:
             if run.result is not None:

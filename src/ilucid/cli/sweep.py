@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ilucid.cli.common import CliError, Command, positive_float, positive_int
+from ilucid.cli.common import CliError, Command, positive_float, positive_int, printable
 from ilucid.cli.progress import CountDisplay
 from ilucid.cli.tables import render_table
 from ilucid.sweep import (
@@ -284,7 +284,7 @@ def _run(args: argparse.Namespace) -> int:
     if outcome is not None and outcome.failed:
         print(f"ilucid sweep: {len(outcome.failed)} cells failed twice:", file=sys.stderr)
         for cell, error in outcome.failed:
-            print(f"  {cell.label}: {error}", file=sys.stderr)
+            print(f"  {printable(cell.label)}: {printable(error)}", file=sys.stderr)
         return 1
     return 0
 

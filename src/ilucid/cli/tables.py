@@ -2,7 +2,9 @@
 
 On a terminal a table is drawn in the terminal's width with a bold header; piped
 or written to a file it is plain text at its natural width, one row a line, so
-scripts can read it and nothing is wrapped.
+scripts can read it and nothing is wrapped. Every cell is shown as text: control
+characters escaped (:func:`ilucid.cli.common.printable`) and ``[red]`` never read
+as rich markup, whoever chose it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
+
+from ilucid.cli.common import printable
 
 __all__ = [
     "SUMMARY_COLUMNS",
@@ -69,16 +74,16 @@ def make_table(
         raise ValueError(f"align {align!r}: give l or r for each of the {len(header)} columns")
     table = Table(
         box=box.SIMPLE_HEAD,
-        title=title,
+        title=None if title is None else Text(printable(title)),
         title_justify="left",
         show_edge=False,
         pad_edge=False,
         header_style="bold",
     )
     for heading, side in zip(header, sides, strict=True):
-        table.add_column(str(heading), justify="left" if side == "l" else "right")
+        table.add_column(Text(printable(heading)), justify="left" if side == "l" else "right")
     for row in rows:
-        cells = ["" if c is None else str(c) for c in row]
+        cells = [Text("" if c is None else printable(c)) for c in row]
         if len(cells) != len(header):
             raise ValueError(f"a row has {len(cells)} cells, the table {len(header)} columns")
         table.add_row(*cells)

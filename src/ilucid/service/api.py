@@ -20,20 +20,40 @@ dashboard's own, else one that allows nothing and no framing).
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from ilucid.service import routes_admin, routes_cluster, routes_jobs, routes_views
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY, DASHBOARD_HTML, static_files
-from ilucid.service.edge import MAX_BODY_BYTES, BodyLimit, SecurityHeaders, validation_answer
+from ilucid.service.edge import (
+    MAX_BODY_BYTES,
+    BodyLimit,
+    SecurityHeaders,
+    body_fields,
+    validation_answer,
+)
 from ilucid.service.scheduler_service import SchedulerService
 
 __all__ = ["build_app"]
 
 
-async def _invalid(_: Request, exc: Exception) -> JSONResponse:
+def _body_fields(route: object) -> list[str]:
+    """The field names of the request body ``route`` takes (none without a body model)."""
+    names: list[str] = []
+    if isinstance(route, APIRoute):
+        for param in route.dependant.body_params:
+            model = param.field_info.annotation
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                names.extend(body_fields(model))
+    return names
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
     """422 whose ``detail`` is one sentence naming each field at fault (what the CLI
-    prints), with the structured errors under ``errors``."""
+    prints; an unknown field with the closest known one), with the structured errors
+    under ``errors``."""
     assert isinstance(exc, RequestValidationError)
-    return validation_answer(exc.errors())
+    return validation_answer(exc.errors(), _body_fields(request.scope.get("route")))
 
 
 def _dashboard() -> HTMLResponse:

@@ -6,14 +6,15 @@ be valid UTF-8 without NUL, commands are bounded, and bodies over
 :data:`MAX_BODY_BYTES` get 413 whether or not they say their length.
 """
 
+import difflib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -22,12 +23,20 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_COMMAND_BYTES",
     "MAX_SECONDS",
+    "QUERY_INT_MAX",
+    "QUERY_NUMBER_MAX",
+    "QUERY_TEXT_MAX",
     "STRICT_CSP",
     "BodyLimit",
     "PolicyBody",
+    "RequestBody",
     "SecurityHeaders",
     "SubmitBody",
+    "body_fields",
     "json_safe",
+    "query_int",
+    "query_number",
+    "query_text",
     "validation_answer",
     "validation_sentence",
 ]
@@ -41,6 +50,44 @@ MAX_COMMAND_BYTES = 128 * 1024
 #: Longest estimate or checkpoint interval accepted: ten years
 MAX_SECONDS = 10 * 365 * 86400.0
 
+#: The bounds of every query parameter, shared by every route (a 422 names the bound):
+#: a whole number is at most a billion (a page number times a page size then stays far
+#: inside a 64-bit SQL INTEGER), a number at most a year's seconds, text 128 characters
+QUERY_INT_MAX = 1_000_000_000
+QUERY_NUMBER_MAX = 365 * 86400.0
+QUERY_TEXT_MAX = 128
+
+
+def query_int(*, ge: int, le: int = QUERY_INT_MAX, description: str | None = None) -> Any:
+    """A whole-number query parameter in ``[ge, le]``, ``le`` at most :data:`QUERY_INT_MAX`."""
+    if not -QUERY_INT_MAX <= ge <= le <= QUERY_INT_MAX:
+        raise ValueError(f"query bounds [{ge}, {le}] outside +-{QUERY_INT_MAX:,}")
+    return Query(ge=ge, le=le, description=description)
+
+
+def query_number(
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float = QUERY_NUMBER_MAX,
+    description: str | None = None,
+) -> Any:
+    """A finite number query parameter above ``ge`` or ``gt``, at most ``le``
+    (itself at most :data:`QUERY_NUMBER_MAX`)."""
+    low = ge if ge is not None else gt
+    if low is None or not -QUERY_NUMBER_MAX <= low <= le <= QUERY_NUMBER_MAX:
+        raise ValueError(f"query bounds [{low}, {le}] outside +-{QUERY_NUMBER_MAX:g}")
+    return Query(ge=ge, gt=gt, le=le, allow_inf_nan=False, description=description)
+
+
+def query_text(
+    *, max_length: int = QUERY_TEXT_MAX, pattern: str | None = None, description: str | None = None
+) -> Any:
+    """A text query parameter of at most ``max_length`` (<= :data:`QUERY_TEXT_MAX`) characters."""
+    if not 0 < max_length <= QUERY_TEXT_MAX:
+        raise ValueError(f"query text of {max_length} characters: at most {QUERY_TEXT_MAX}")
+    return Query(max_length=max_length, pattern=pattern, description=description)
+
 
 def _valid_text(value: str, field: str) -> str:
     """Valid UTF-8 text: a stored row that cannot be encoded is never accepted (NUL is
@@ -52,7 +99,25 @@ def _valid_text(value: str, field: str) -> str:
     return value
 
 
-class SubmitBody(BaseModel):
+class RequestBody(BaseModel):
+    """Every request body: a field it does not know is refused (422, with the closest
+    known name), never dropped: a mistyped ``estimate`` must not silently mean "none"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def body_fields(model: type[BaseModel]) -> list[str]:
+    """The names a body of ``model`` may hold: each field's alias, and its own name."""
+    names: list[str] = []
+    for name, info in model.model_fields.items():
+        if info.alias:
+            names.append(info.alias)
+        if info.alias is None or model.model_config.get("populate_by_name"):
+            names.append(name)
+    return names
+
+
+class SubmitBody(RequestBody):
     """A submission, validated once, strictly: whole numbers are whole numbers, numbers
     are finite and in range, text is valid UTF-8, and sizes are bounded."""
 
@@ -92,7 +157,7 @@ class SubmitBody(BaseModel):
         " (default: the service's)",
     )
 
-    model_config = {"populate_by_name": True, "strict": True}
+    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
 
     @field_validator("command")
     @classmethod
@@ -160,7 +225,6 @@ def json_safe(value: Any, depth: int = 0) -> Any:
 #: what a field must be, by pydantic's error type (its ``ctx`` fills the braces)
 _MUST = {
     "missing": "is required",
-    "extra_forbidden": "is not a field of this request",
     "greater_than": "must be > {gt}",
     "greater_than_equal": "must be >= {ge}",
     "less_than": "must be < {lt}",
@@ -203,9 +267,22 @@ def _field(error: Mapping[str, Any]) -> str:
     return name
 
 
-def _must(error: Mapping[str, Any], field: str) -> str:
+def _unknown(field: str, known: Sequence[str]) -> str:
+    """``unknown field (did you mean estimate_s?)``: the closest known name, else them all."""
+    name = field.rsplit(".", 1)[-1]
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"unknown field (did you mean {close[0]}?)"
+    if known:
+        return f"unknown field (the fields are {', '.join(known)})"
+    return "unknown field"
+
+
+def _must(error: Mapping[str, Any], field: str, known: Sequence[str] = ()) -> str:
     """What was wrong, without the field's name: ``must be >= 0``."""
     kind = str(error.get("type", ""))
+    if kind == "extra_forbidden":
+        return _unknown(field, known)
     # bounds as people write them: 0, not 0.0
     ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in (error.get("ctx") or {}).items()}
     template = _MUST.get(kind)
@@ -221,14 +298,16 @@ def _must(error: Mapping[str, Any], field: str) -> str:
     return message[:1].lower() + message[1:]
 
 
-def validation_sentence(errors: Sequence[Mapping[str, Any]]) -> str:
+def validation_sentence(errors: Sequence[Mapping[str, Any]], known: Sequence[str] = ()) -> str:
     """One sentence naming each field at fault, e.g. ``gpus: must be >= 0 (got -1)``;
-    the API's 422 ``detail`` and what the CLI prints."""
+    the API's 422 ``detail`` and what the CLI prints. ``known``: the body's field names,
+    from which an unknown field's closest match is suggested."""
     parts = []
     for error in errors:
         field = _field(error)
-        part = f"{field}: {_must(error, field)}"
-        if "input" in error and error.get("type") not in ("missing", "json_invalid"):
+        part = f"{field}: {_must(error, field, known)}"
+        kind = error.get("type")
+        if "input" in error and kind not in ("missing", "json_invalid", "extra_forbidden"):
             value = error["input"]
             shown = (
                 repr(value)  # nan, inf: JSON has no spelling for them
@@ -241,9 +320,12 @@ def validation_sentence(errors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
-def validation_answer(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
+def validation_answer(
+    errors: Sequence[Mapping[str, Any]], known: Iterable[str] = ()
+) -> JSONResponse:
     """422: ``detail`` is :func:`validation_sentence`; ``errors`` keeps each error's
     type, location and message (and its input when short) for programs."""
+    known = list(known)
     kept = []
     for error in errors:
         entry = {k: v for k, v in error.items() if k in ("type", "loc", "msg")}
@@ -252,11 +334,11 @@ def validation_answer(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
             if len(json.dumps(shown, ensure_ascii=False)) <= 200:
                 entry["input"] = shown
         kept.append(json_safe(entry))
-    body = {"detail": validation_sentence(errors), "errors": kept}
+    body = {"detail": validation_sentence(errors, known), "errors": kept}
     return JSONResponse(body, status_code=422)
 
 
-class PolicyBody(BaseModel):
+class PolicyBody(RequestBody):
     policy: str
 
 

@@ -14,6 +14,7 @@ from ilucid.core import JobClass
 from ilucid.service.db import JobRow, TransitionRow
 from ilucid.service.scheduler_service import SchedulerService
 from ilucid.service.uptime import down_periods
+from ilucid.traces.csv_cells import formula_safe
 
 __all__ = ["TIMELINE_POINTS", "export_history", "gpu_holders", "timeline"]
 
@@ -22,6 +23,8 @@ TIMELINE_POINTS = 2000
 
 
 def export_history(service: SchedulerService) -> str:
+    """Ended jobs as ilucid's generic trace; text cells formula-safe (``ilucid.traces``
+    reads them back as they were)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["id", "submit_time", "num_gpus", "duration", "job_class", "tenant", "user"])
@@ -39,15 +42,17 @@ def export_history(service: SchedulerService) -> str:
                 row.job_class if row.job_class in {c.value for c in JobClass} else "training"
             )
             writer.writerow(
-                [
-                    row.id,
-                    f"{row.submit_time:.3f}",
-                    row.gpus,
-                    f"{duration:.3f}",
-                    job_class,
-                    row.tenant,
-                    row.user,
-                ]
+                formula_safe(  # a tenant or user named "=..." is not a spreadsheet formula
+                    [
+                        row.id,
+                        f"{row.submit_time:.3f}",
+                        row.gpus,
+                        f"{duration:.3f}",
+                        job_class,
+                        row.tenant,
+                        row.user,
+                    ]
+                )
             )
     return out.getvalue()
 

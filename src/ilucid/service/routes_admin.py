@@ -3,12 +3,12 @@ and the metrics. Changing anything, and reading every tenant's figures, is an ad
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
 from ilucid.service.access import Live, Who, identity
 from ilucid.service.duration_keeper import RefitRefused
-from ilucid.service.edge import PolicyBody
+from ilucid.service.edge import PolicyBody, query_number
 from ilucid.service.history import export_history
 from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.metrics_export import render_metrics
@@ -44,7 +44,7 @@ def model(who: Who, service: Live) -> dict[str, Any]:
 
 @router.post("/model/refit")
 def refit(
-    who: Who, service: Live, wait: Annotated[float, Query(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
+    who: Who, service: Live, wait: Annotated[float, query_number(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
 ) -> dict[str, Any]:
     """Refit the duration model now in the background worker (admin); with ``wait``
     (seconds), answer once it is done: ``status`` is done, started, running or failed."""

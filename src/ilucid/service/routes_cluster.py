@@ -3,12 +3,13 @@ timeline. They show owners, sizes and job ids but never another user's command."
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.service.access import Live, Who
 from ilucid.service.db import JobRow
+from ilucid.service.edge import query_number
 from ilucid.service.history import gpu_holders, timeline
 
 __all__ = ["QUEUE_REASONS", "TIMELINE_MAX_MINUTES", "router"]
@@ -90,7 +91,7 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
 def get_timeline(
     who: Who,
     service: Live,
-    minutes: Annotated[float, Query(gt=0, le=TIMELINE_MAX_MINUTES)] = 60,
+    minutes: Annotated[float, query_number(gt=0, le=TIMELINE_MAX_MINUTES)] = 60,
 ) -> dict[str, Any]:
     """Busy GPUs, pending and running jobs over the last ``minutes`` as step series."""
     now = service.clock()

@@ -7,14 +7,14 @@ revealed); admins reach every job.
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
-from ilucid.service.edge import SubmitBody
+from ilucid.service.edge import SubmitBody, query_text
 from ilucid.service.retries import attempts_of
 from ilucid.service.scheduler_service import JobRequest, ServiceError
 
@@ -114,7 +114,9 @@ async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
 
 
 @router.get("/jobs")
-def list_jobs(who: Who, service: Live, state: str | None = None) -> list[dict[str, Any]]:
+def list_jobs(
+    who: Who, service: Live, state: Annotated[str | None, query_text()] = None
+) -> list[dict[str, Any]]:
     with Session(service.engine) as session:
         query = select(JobRow).order_by(JobRow.submit_time, JobRow.id)
         if not who.admin:
@@ -159,7 +161,7 @@ def logs(
     job_id: str,
     who: Who,
     service: Live,
-    stream: Annotated[str, Query(pattern="^(stdout|stderr)$")] = "stdout",
+    stream: Annotated[str, query_text(pattern="^(stdout|stderr)$")] = "stdout",
 ) -> str:
     with Session(service.engine) as session:
         own_job(session, job_id, who)

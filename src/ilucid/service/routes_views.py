@@ -10,7 +10,7 @@ is up (:func:`ilucid.service.uptime.keep_uptime`), which /timeline reads back.
 import re
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
@@ -20,6 +20,7 @@ from ilucid.core.quota import QuotaBook
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.auth import Identity
 from ilucid.service.db import JobRow
+from ilucid.service.edge import query_int, query_text
 from ilucid.service.lifecycle import Phase
 from ilucid.service.routes_jobs import estimate_json
 from ilucid.service.uptime import keep_uptime
@@ -72,10 +73,10 @@ def history(
     who: Who,
     service: Live,
     state: Literal["succeeded", "failed", "cancelled"] | None = None,
-    user: Annotated[str | None, Query(max_length=128)] = None,
-    tenant: Annotated[str | None, Query(max_length=128)] = None,
-    page: Annotated[int, Query(ge=1)] = 1,
-    per_page: Annotated[int, Query(ge=1, le=HISTORY_PAGE_MAX)] = 25,
+    user: Annotated[str | None, query_text()] = None,
+    tenant: Annotated[str | None, query_text()] = None,
+    page: Annotated[int, query_int(ge=1)] = 1,
+    per_page: Annotated[int, query_int(ge=1, le=HISTORY_PAGE_MAX)] = 25,
 ) -> dict[str, Any]:
     """Ended jobs, newest end first, one page at a time; filters by state, user, tenant."""
     states = [state] if state else list(ENDED_STATES)

@@ -70,7 +70,7 @@ def _trace(name: str, limit: int | None) -> Trace:
     """A worker reads each trace once, however many of its cells it runs."""
     if name == "synthetic":
         return synthetic_trace(jobs=limit or 5000, seed=0)
-    return load_trace(name).limit(limit)
+    return load_trace(name, limit=limit)
 
 
 @functools.lru_cache(maxsize=2)

@@ -3,7 +3,8 @@
 Each row is flushed when its cell ends, so a sweep stopped half way (or a lost
 machine) keeps what finished, and the next run with the same table skips those
 cells. Floats are written with ``repr``, which reads back to the same float: a
-row's figures are exactly the replay's.
+row's figures are exactly the replay's. Text a spreadsheet would read as a formula
+is written quoted and read back as it was (:mod:`ilucid.traces.csv_cells`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.sweep.grid import METRICS, CellKey
+from ilucid.traces.csv_cells import formula_safe, restored_cell
 
 __all__ = [
     "COLUMNS",
@@ -73,7 +75,7 @@ class ResultTable:
             for number, cells in enumerate(reader, start=2):
                 if len(cells) != len(COLUMNS):
                     continue  # a row cut short by a crash: its cell runs again
-                row = dict(zip(COLUMNS, cells, strict=True))
+                row = dict(zip(COLUMNS, map(restored_cell, cells), strict=True))
                 try:
                     row_key(row)
                 except ValueError:
@@ -101,6 +103,6 @@ class ResultTable:
             writer = csv.writer(handle)
             if fresh:
                 writer.writerow(COLUMNS)
-            writer.writerow([_text(row.get(c)) for c in COLUMNS])
+            writer.writerow(formula_safe(_text(row.get(c)) for c in COLUMNS))
             handle.flush()
             os.fsync(handle.fileno())

@@ -3,6 +3,8 @@
 Each parser returns jobs sorted by submit time (a file whose times go
 backwards is rejected, since a replay of it would be silently wrong) and
 counts what it skipped and why. Times are seconds from the trace's origin.
+With ``limit`` a parser stops reading once it holds that many jobs: the first
+jobs of a file, as :meth:`Trace.limit` keeps, without reading the rest.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class _RowChecks:
             raise row.error(self.id_field, f"job id {job_id!r} already used on line {first}")
 
 
+def _full(jobs: list[JobSpec], limit: int | None) -> bool:
+    """Whether the parser holds the ``limit`` jobs asked for (and stops reading)."""
+    return limit is not None and len(jobs) >= limit
+
+
 def _trace(path: Path, jobs: list[JobSpec], skipped: Counter[str]) -> Trace:
     """The trace of ``path``; one without jobs is refused here, so that no caller
     reports it later as a cluster problem (e.g. "no job fits")."""
@@ -91,7 +98,7 @@ def _shape(row: Row, text: str, size: int) -> tuple[int, ...]:
     return parts
 
 
-def load_philly(path: Path) -> Trace:
+def load_philly(path: Path, limit: int | None = None) -> Trace:
     """Philly (ATC'19) as converted by RFold: one row per job."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
@@ -110,10 +117,12 @@ def load_philly(path: Path) -> Trace:
         # binds the placer, as a live gang's nodes x gpus_per_node does)
         _shape(row, row.text("shape"), size)
         jobs.append(JobSpec(row.text("job id"), submit, size, duration))
+        if _full(jobs, limit):
+            break
     return _trace(path, jobs, skipped)
 
 
-def load_itp(path: Path) -> Trace:
+def load_itp(path: Path, limit: int | None = None) -> Trace:
     """Microsoft ITP clusters (elasticflow-traces raw format)."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
@@ -127,6 +136,8 @@ def load_itp(path: Path) -> Trace:
             skipped["uses no GPU"] += 1
             continue
         jobs.append(JobSpec(row.text("job_id"), submit, gpus, duration))
+        if _full(jobs, limit):
+            break
     return _trace(path, jobs, skipped)
 
 
@@ -145,7 +156,7 @@ def load_alibaba_nodes(path: Path) -> Cluster:
     return Cluster(tuple(nodes))
 
 
-def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
+def load_alibaba(pods: Path, nodes: Path | None = None, limit: int | None = None) -> Trace:
     """Alibaba GPU v2023 pods: LS pods are inference, others training.
 
     Duration is ``deletion_time - scheduled_time``; pods that never started
@@ -179,7 +190,7 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
             continue
         if deleted < scheduled:
             raise row.error("deletion_time", f"{deleted:g} is before scheduled_time {scheduled:g}")
-        milli = row.integer("gpu_milli") if gpus == 1 else 1000
+        milli = row.gpu_milli("gpu_milli") if gpus == 1 else 1000
         qos = row.text("qos", "BE")
         spec = row.values.get("gpu_spec", "").strip() or None
         jobs.append(
@@ -191,9 +202,11 @@ def load_alibaba(pods: Path, nodes: Path | None = None) -> Trace:
                 job_class=JobClass.INFERENCE if qos == "LS" else JobClass.TRAINING,
                 tenant=qos,
                 gpu_type=spec,
-                gpu_milli=max(1, min(1000, milli)),
+                gpu_milli=milli,
             )
         )
+        if _full(jobs, limit):
+            break
     trace = _trace(pods, jobs, skipped)
     trace.cluster = load_alibaba_nodes(nodes) if nodes is not None else None
     return trace
@@ -214,7 +227,7 @@ def _seconds(row: Row, name: str) -> float:
         raise row.error(name, f"expected seconds or an ISO date-time, got {raw!r}") from None
 
 
-def load_helios(path: Path) -> Trace:
+def load_helios(path: Path, limit: int | None = None) -> Trace:
     """Helios / Lucid artifact format.
 
     Columns ``job_id,user,vc,gpu_num,cpu_num,state,submit_time,duration``.
@@ -251,6 +264,8 @@ def load_helios(path: Path) -> Trace:
                 user=row.text("user"),
             )
         )
+        if _full(jobs, limit):
+            break
     return _trace(path, jobs, skipped)
 
 
@@ -270,13 +285,14 @@ GENERIC_COLUMNS = (
 )
 
 
-def load_generic(path: Path) -> Trace:
-    """ilucid's generic CSV (see docs/traces.md): one job per row, seconds."""
+def load_generic(path: Path, limit: int | None = None) -> Trace:
+    """ilucid's generic CSV (see docs/traces.md): one job per row, seconds; text that
+    ilucid quoted against spreadsheet formulas (``/history.csv``) is read unquoted."""
     jobs: list[JobSpec] = []
     skipped: Counter[str] = Counter()
     order = _RowChecks("submit_time", "id")
     classes = {c.value: c for c in JobClass}
-    for row in read_rows(path, GENERIC_COLUMNS[:4]):
+    for row in read_rows(path, GENERIC_COLUMNS[:4], quoted_formulas=True):
         submit = row.seconds("submit_time")
         order.check(row, submit)
         job_class_text = row.text("job_class", "training")
@@ -289,8 +305,8 @@ def load_generic(path: Path) -> Trace:
         if gpus == 0:
             skipped["uses no GPU"] += 1
             continue
-        milli = row.optional_number("gpu_milli", 1)
-        if milli is not None and milli < 1000 and gpus != 1:
+        milli = row.gpu_milli("gpu_milli") if row.values.get("gpu_milli", "").strip() else 1000
+        if milli < 1000 and gpus != 1:
             raise row.error("gpu_milli", f"a share of one GPU needs num_gpus = 1, got {gpus}")
         priority = row.optional_number("priority", None)
         jobs.append(
@@ -304,10 +320,12 @@ def load_generic(path: Path) -> Trace:
                 user=row.text("user", "default"),
                 gpu_type=row.values.get("gpu_type", "").strip() or None,
                 gpu_memory_gb=row.optional_number("gpu_memory_gb"),
-                gpu_milli=1000 if milli is None else min(1000, int(milli)),
+                gpu_milli=milli,
                 priority=0 if priority is None else int(priority),
             )
         )
+        if _full(jobs, limit):
+            break
     return _trace(path, jobs, skipped)
 
 
@@ -346,9 +364,7 @@ def load_alibaba_share(pods: Path, nodes: Path) -> tuple[list[PodRequest], list[
         gpus = row.gpus("num_gpu")
         if gpus == 0:
             continue
-        milli = row.integer("gpu_milli") if gpus == 1 else 1000
-        if not 0 < milli <= 1000:
-            raise row.error("gpu_milli", f"must be in 1..1000, got {milli}")
+        milli = row.gpu_milli("gpu_milli") if gpus == 1 else 1000
         spec = row.values.get("gpu_spec", "").strip()
         requests.append(
             PodRequest(

@@ -3,19 +3,25 @@
 Every number a trace states is checked here, at the edge: finite, and within
 explicit bounds (below). A replay's cost must follow the trace's events, so a
 row such as ``duration = 1e308`` is refused with its file and line rather than
-left to stretch the simulated clock.
+left to stretch the simulated clock. Every reader reads lines of at most
+:data:`MAX_LINE_BYTES` (a link to /dev/zero is one endless line), and only as
+many rows as its caller takes (``--limit`` stops the reading).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from ilucid.traces.csv_cells import restored_cell
+
 __all__ = [
     "MAX_GPUS",
+    "MAX_LINE_BYTES",
     "MAX_NUMBER",
     "MAX_SECONDS",
     "Row",
@@ -31,6 +37,9 @@ MAX_SECONDS = 3.2e9
 MAX_GPUS = 100_000
 #: Largest magnitude of any other number: past 2**53 a float no longer holds whole numbers.
 MAX_NUMBER = float(2**53)
+#: Longest line of a trace, bytes (a real trace's lines are under 1 KB): a longer one is
+#: refused with its line before more of it is read, so memory stays bounded
+MAX_LINE_BYTES = 1 << 20
 
 _SECONDS_NOTE = " (about 100 years)"
 
@@ -136,6 +145,11 @@ class Row:
         """A GPU count: a whole number in ``0..MAX_GPUS``."""
         return self.integer(name, 0, MAX_GPUS)
 
+    def gpu_milli(self, name: str) -> int:
+        """A share of one GPU in thousandths: a whole number in ``1..1000`` (refused,
+        never clamped, outside it)."""
+        return self.integer(name, 1, 1000)
+
     def error(self, name: str | None, problem: str) -> TraceError:
         return TraceError(self._path, self.line, name, problem)
 
@@ -147,9 +161,24 @@ def _open(path: Path) -> IO[str]:
         raise TraceError(path, None, None, f"cannot open: {exc.strerror}") from None
 
 
+def _too_long(path: Path, line: int, binary: bool) -> TraceError:
+    note = " and holds NUL bytes: a binary file, not a CSV trace" if binary else ""
+    return TraceError(path, line, None, f"line longer than {MAX_LINE_BYTES:,} bytes{note}")
+
+
 def _checked_lines(path: Path, handle: IO[str]) -> Iterator[str]:
-    """The file's lines; a NUL character (a binary file, not a CSV) is refused with its line."""
-    for number, line in enumerate(handle, 1):
+    """The file's lines, each read with a bound: a line over :data:`MAX_LINE_BYTES`
+    bytes, or holding a NUL character (a binary file, not a CSV), is refused with its
+    line number before more of it is read."""
+    for number in itertools.count(1):
+        # room for a longest line and its CR LF: a line cut here is one too long
+        line = handle.readline(MAX_LINE_BYTES + 2)
+        if not line:
+            return
+        # a character is 1 to 4 bytes: count the bytes only when they may be too many
+        too_many = len(line) > MAX_LINE_BYTES // 4
+        if too_many and len(line.rstrip("\r\n").encode("utf-8")) > MAX_LINE_BYTES:
+            raise _too_long(path, number, "\x00" in line)
         if "\x00" in line:
             raise TraceError(
                 path, number, None, "contains a NUL byte: a binary file, not a CSV trace"
@@ -160,23 +189,32 @@ def _checked_lines(path: Path, handle: IO[str]) -> Iterator[str]:
 def _undecodable(path: Path, exc: UnicodeDecodeError) -> TraceError:
     """Locate the first byte that is not UTF-8: text decoding reads ahead in blocks, so
     the line the decoder was on is not the line at fault; UTF-8 never uses byte 0x0A
-    inside a character, so decoding line by line finds the exact place."""
+    inside a character, so decoding line by line finds the exact place. Lines are read
+    with the same bound as :func:`_checked_lines`."""
     offset = 0
     try:
         with path.open("rb") as raw:
-            for number, line in enumerate(raw, 1):
+            for number in itertools.count(1):
+                line = raw.readline(MAX_LINE_BYTES + 2)
+                if not line:
+                    break
                 try:
                     line.decode("utf-8")
                 except UnicodeDecodeError as bad:
-                    byte = line[bad.start]
-                    return TraceError(
-                        path,
-                        number,
-                        None,
-                        f"byte 0x{byte:02x} at offset {offset + bad.start} is not UTF-8"
-                        " (a binary file, or text in another encoding such as Latin-1?);"
-                        " save the trace as UTF-8",
-                    )
+                    cut = len(line) > MAX_LINE_BYTES + 1 and not line.endswith(b"\n")
+                    # a character cut at the bound is the long line's fault, not its byte's
+                    if not cut or bad.start < len(line) - 3:
+                        byte = line[bad.start]
+                        return TraceError(
+                            path,
+                            number,
+                            None,
+                            f"byte 0x{byte:02x} at offset {offset + bad.start} is not UTF-8"
+                            " (a binary file, or text in another encoding such as Latin-1?);"
+                            " save the trace as UTF-8",
+                        )
+                if len(line.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                    return _too_long(path, number, b"\x00" in line)
                 offset += len(line)
     except OSError as err:
         return TraceError(path, None, None, f"cannot read: {err.strerror}")
@@ -204,12 +242,18 @@ def _header(path: Path, reader: Iterator[list[str]]) -> list[str]:
     return [h.strip().lstrip("#").strip() for h in header]
 
 
-def read_rows(path: Path, required: Sequence[str]) -> Iterator[Row]:
-    """Yield rows of a CSV whose header has every ``required`` column.
+def read_rows(
+    path: Path, required: Sequence[str], *, quoted_formulas: bool = False
+) -> Iterator[Row]:
+    """Yield rows of a CSV whose header has every ``required`` column, reading the
+    file only as far as the caller takes rows.
 
     A leading ``#`` on the header (as in the RFold Philly file) is ignored and
-    column names are stripped of spaces. Bytes that are not UTF-8 and NUL
-    bytes are refused with the line (and byte offset) where they occur.
+    column names are stripped of spaces. Bytes that are not UTF-8, NUL bytes and
+    lines over :data:`MAX_LINE_BYTES` are refused with the line (and byte offset)
+    where they occur. ``quoted_formulas``: the file is one ilucid wrote, whose text
+    cells a spreadsheet would read as formulas are quoted
+    (:mod:`ilucid.traces.csv_cells`); they are read back as they were.
     """
     with _open(path) as handle:
         reader = csv.reader(_checked_lines(path, handle))
@@ -229,6 +273,8 @@ def read_rows(path: Path, required: Sequence[str]) -> Iterator[Row]:
                     raise TraceError(
                         path, line, None, f"has {len(record)} fields, the header has {width}"
                     )
+                if quoted_formulas:
+                    record = [restored_cell(cell) for cell in record]
                 yield Row(path, line, dict(zip(names, record, strict=True)))
         except csv.Error as exc:
             raise TraceError(path, reader.line_num, None, f"not valid CSV: {exc}") from None

@@ -90,8 +90,13 @@ def _detect(path: Path) -> str:
     )
 
 
-def load_trace(name_or_path: str, directory: Path | None = None) -> Trace:
-    """Load a trace by short name (inside ``directory`` or ``ILUCID_TRACE_DIR``) or path."""
+def load_trace(
+    name_or_path: str, directory: Path | None = None, *, limit: int | None = None
+) -> Trace:
+    """Load a trace by short name (inside ``directory`` or ``ILUCID_TRACE_DIR``) or path;
+    with ``limit``, only its first ``limit`` jobs, reading no further."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1 job, got {limit}")
     directory = directory or trace_dir()
     if name_or_path in KNOWN_TRACES:
         if directory is None:
@@ -107,30 +112,30 @@ def load_trace(name_or_path: str, directory: Path | None = None) -> Trace:
         if not path.exists():
             raise TraceError(path, None, None, f"trace {name_or_path!r} not found in {directory}")
         if name_or_path == "alibaba":
-            trace = load_alibaba(path, directory / ALIBABA_NODES)
+            trace = load_alibaba(path, directory / ALIBABA_NODES, limit)
         else:
-            trace = _load_path(path)
+            trace = _load_path(path, limit)
         trace.name = name_or_path
         return trace
     path = Path(name_or_path)
     if not path.exists():
         known = ", ".join(KNOWN_TRACES)
         raise TraceError(path, None, None, f"no such file (known trace names: {known})")
-    return _load_path(path)
+    return _load_path(path, limit)
 
 
-def _load_path(path: Path) -> Trace:
+def _load_path(path: Path, limit: int | None) -> Trace:
     kind = _detect(path)
     if kind == "alibaba":
         sibling = path.parent / Path(ALIBABA_NODES).name
-        return load_alibaba(path, sibling if sibling.exists() else None)
+        return load_alibaba(path, sibling if sibling.exists() else None, limit)
     loader = {
         "philly": load_philly,
         "itp": load_itp,
         "helios": load_helios,
         "generic": load_generic,
     }[kind]
-    return loader(path)
+    return loader(path, limit)
 
 
 def cluster_for_load(
