@@ -342,11 +342,20 @@ class WalkForwardEstimates:
             self.model_of[job.id] = batch.version
 
     def close(self) -> None:
-        """Stop the fitting process, if one was started (a fit still running is dropped;
-        a later refit fits here). The last arrival closes it too."""
+        """Stop the fitting process, if one was started, and wait until it has exited (a
+        fit still running is dropped; a later refit fits here). The last arrival closes it
+        too; whoever makes an annotator closes it when its replay ends, however it ends
+        (``with WalkForwardEstimates(...) as annotator``)."""
         self._fitting = None
         if self._fits is not None:
             self._fits.close()
+            self._fits = None
+
+    def __enter__(self) -> WalkForwardEstimates:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def estimate_of(self, job_id: str) -> DurationEstimate | None:
         """A job's estimate with the model version that made it, its intercept and

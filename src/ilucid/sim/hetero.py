@@ -54,9 +54,13 @@ def _run(aware: bool) -> HeteroRun:
         types = sorted({n.gpu_type for n in cluster.nodes})
         jobs = [dataclasses.replace(j, preferred_gpu_types=world.ranking(j, types)) for j in jobs]
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy) else None
-    result = simulate(
-        jobs, cluster, make_policy(policy), SchedulerConfig(), annotator=annotator, world=world
-    )
+    try:
+        result = simulate(
+            jobs, cluster, make_policy(policy), SchedulerConfig(), annotator=annotator, world=world
+        )
+    finally:  # its fit process ends with the replay, however the replay ends
+        if annotator is not None:
+            annotator.close()
     summary = summarize(result)
     held_s = sum(r.busy_gpu_seconds / max(1, r.num_gpus) for r in result.records)
     # progress per second held: 1.0 would be every job on its reference type (V100)

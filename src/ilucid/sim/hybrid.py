@@ -55,7 +55,11 @@ def _run(value: float | None) -> HybridRun:
     jobs, cluster, config, policy_name = _payload
     config = dataclasses.replace(config, value_of_wait=value)
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
-    result = simulate(jobs, cluster, make_policy(policy_name), config, annotator=annotator)
+    try:
+        result = simulate(jobs, cluster, make_policy(policy_name), config, annotator=annotator)
+    finally:  # its fit process ends with the replay, however the replay ends
+        if annotator is not None:
+            annotator.close()
     summary = summarize(result)
     for name in (*config.pools, "main"):
         gpu_h = result.pool_gpu_seconds.get(name, 0.0) / 3600.0

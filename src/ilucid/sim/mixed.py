@@ -142,16 +142,20 @@ def _run_task(task: tuple[str, str, bool]) -> MixedRun:
     else:
         policy = make_policy(policy_name)
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
-    world = profiling_world(policy_name, annotator)
-    result = simulate(
-        jobs,
-        cluster,
-        policy,
-        config,
-        annotator=annotator,
-        world=world,
-        predict_every=predict_every if policy_name != "fifo" else 0,
-    )
+    try:
+        world = profiling_world(policy_name, annotator)
+        result = simulate(
+            jobs,
+            cluster,
+            policy,
+            config,
+            annotator=annotator,
+            world=world,
+            predict_every=predict_every if policy_name != "fifo" else 0,
+        )
+    finally:  # its fit process ends with the replay, however the replay ends
+        if annotator is not None:
+            annotator.close()
     return MixedRun(label, result, class_summary(result))
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from ilucid.estimators.live import format_estimate
 from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.engine import SimResult, World, simulate
 from ilucid.sim.estimates import NO_HISTORY_S, WalkForwardEstimates
+from ilucid.sim.forked import EXIT_WITHIN_S, run_forked
 from ilucid.sim.lucid_world import LucidWorld, walk_forward_forecasts
 
 __all__ = ["PolicyRun", "run_policies"]
@@ -145,8 +145,10 @@ def run_policies(
     options: dict[str, Any] | None = None,
     processes: int | None = None,
     on_progress: Callable[[Sequence[float]], None] | None = None,
+    exit_within_s: float = EXIT_WITHIN_S,
 ) -> list[PolicyRun]:
-    """Simulate each policy in its own process (``processes=1`` runs in this one)."""
+    """Simulate each policy in its own process (``processes=1`` runs in this one); a
+    worker that has not exited ``exit_within_s`` after its result fails its replay."""
     config = config or SchedulerConfig()
     options = options or {}
     for name in policies:
@@ -169,23 +171,27 @@ def run_policies(
         _init_worker(None)
         _payload = None
         return runs
-    context = mp.get_context("fork")
-    shared_array = context.Array("d", len(policies), lock=False)
-    # an executor rather than multiprocessing.Pool: when a worker dies or its result
-    # cannot be read back, the futures fail (BrokenProcessPool, with the cause) where a
-    # Pool's result thread dies and its caller waits for ever
-    with cf.ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_init_worker, initargs=(shared_array,)
-    ) as pool:
-        futures = [pool.submit(_run_one, task) for task in tasks]
-        while not all(f.done() for f in futures):
-            cf.wait(futures, timeout=0.2, return_when=cf.FIRST_EXCEPTION)
-            if on_progress:
-                on_progress(list(shared_array))
-            if any(f.done() and f.exception() is not None for f in futures):
-                break
-        runs = [f.result() for f in futures]
-    _payload = None
+    shared_array = mp.get_context("fork").Array("d", len(policies), lock=False)
+    _init_worker(shared_array)  # the workers, forked, inherit it
+
+    def tick() -> None:
+        if on_progress:
+            on_progress(list(shared_array))
+
+    # a worker per policy that must exit soon after its result: one stuck in
+    # multiprocessing's exit (joining a child that never ends) fails its replay,
+    # named, instead of holding the run for ever; one that dies, or whose result
+    # cannot be read back, fails the run (WorkerDied, a BrokenProcessPool)
+    try:
+        runs = [
+            outcome.value
+            if outcome.stuck is None
+            else PolicyRun(outcome.value.name, None, str(outcome.stuck))
+            for outcome in run_forked(_run_one, tasks, workers, list(policies), exit_within_s, tick)
+        ]
+    finally:
+        _init_worker(None)
+        _payload = None
     if on_progress:
         on_progress([1.0] * len(policies))
     return runs
