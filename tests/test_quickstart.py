@@ -354,7 +354,7 @@ def test_the_readme_quick_start_works_as_written(kind: str, world_readable_folde
             assert states.get(job) == "succeeded", f"{job} is {states.get(job)}{said}"
             story = stories[job]
             assert story.startswith(f"{job}: succeeded"), said
-            assert "  story:" in story, said
+            assert "  story, by what caused each move:" in story, said
             assert story.count("[backend: launched]") == 1, f"not launched exactly once{said}"
             assert "vanished" not in story and "launch failed" not in story, said
             assert story.count("-> succeeded [observed: exit]") == 1, said

@@ -151,7 +151,7 @@ def test_twenty_real_jobs_end_to_end(server: tuple[str, dict[str, str], Path]) -
                 )
             ]
             # line 0: why, line 1: the estimate, then the decisions, then the story
-            explained = run_ilucid("explain", job_id, env=env).stdout.split("\n  story:")[0]
+            explained = run_ilucid("explain", job_id, env=env).stdout.split("\n  story")[0]
             served = [line.split(": ", 1)[1] for line in explained.splitlines()[2:]]
             assert served == stored and stored, job_id
     engine.dispose()

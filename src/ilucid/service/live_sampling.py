@@ -68,8 +68,11 @@ def measured_run(session: Session, row: JobRow, now: float) -> MeasuredRun:
         (
             t.time
             for t in session.scalars(
+                # a start or a launch; not a move within running (a stop asked)
                 select(TransitionRow).where(
-                    TransitionRow.job_id == row.id, TransitionRow.to_state == Phase.RUNNING.value
+                    TransitionRow.job_id == row.id,
+                    TransitionRow.to_state == Phase.RUNNING.value,
+                    TransitionRow.from_state != Phase.RUNNING.value,
                 )
             )
         ),
