@@ -13,6 +13,7 @@ from typing import Protocol
 from ilucid.core.jobs import JobState, RestoreOverhead
 from ilucid.core.picklable import picklable
 from ilucid.core.sorted_sums import Entry
+from ilucid.core.stated_estimate import claim_ends
 
 __all__ = ["EstimateOrder", "ReplanOrder", "SrtfOrder", "TiresiasOrder"]
 
@@ -170,8 +171,11 @@ class EstimateOrder:
         known = self._estimate.get(job.seq)
         if known is not None:
             return known
-        claim = job.spec.claim_ends()
-        return job.spec.expected_duration if claim is None else claim
+        spec = job.spec
+        stated = spec.stated_estimate
+        if stated is None:
+            return spec.expected_duration
+        return claim_ends(stated, spec.model_duration, spec.stated_weight)
 
     @staticmethod
     def _ran(job: JobState) -> float:
