@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from ilucid.service.job_store import StoryLine
+from ilucid.service.running_sentence import ran_s
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from estimate_site import T0, Site
 
@@ -99,3 +102,31 @@ def test_an_estimate_under_one_second_is_refused_at_the_edge(site: Site, seconds
     assert answer.status_code == 422, answer.text
     assert answer.json()["detail"].startswith("estimate_s: must be >= 1"), answer.json()
     assert site.submit("alice", {**body, "estimate_s": 1})
+
+
+def test_a_running_job_past_its_statement_says_so(site: Site) -> None:
+    # alone on the node, nothing preempts it: explain says the claim counts no more
+    alice = site.submit("alice", {"command": ["sleep", "90"], "gpus": 4, "estimate_s": 1})
+    site.at(T0)
+    site.at(T0 + 0.5)
+    assert "overran" not in site.service.explain(alice)
+    site.at(T0 + 5)
+    assert site.running() == {alice}
+    says = site.service.explain(alice)
+    assert says.endswith(
+        "; estimate 60 s: the user's 1 s counted 50% (no ended job with a stated estimate"
+        " yet) against no model estimate (3,600 s assumed); it overran its estimate of 1 s,"
+        " which counts no more: ranked by 3,600 s since"
+    ), says
+
+
+def test_run_time_is_summed_over_the_runs_of_a_story() -> None:
+    story = [
+        StoryLine(0.0, "", "pending", "request: submit", "submitted"),
+        StoryLine(5.0, "pending", "running", "decision: start", "fits"),
+        StoryLine(6.0, "decided", "running", "backend: launched", "launched on GPUs 0"),
+        StoryLine(15.0, "running", "pending", "decision: preempt", "preempted"),
+        StoryLine(30.0, "pending", "running", "decision: start", "fits"),
+    ]
+    assert ran_s(story, 40.0) == 20.0  # 5-15 and 30-40
+    assert ran_s(story[:4], 40.0) == 10.0
