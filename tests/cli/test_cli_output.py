@@ -139,3 +139,14 @@ def test_the_client_finds_the_service_url_in_order(
     monkeypatch.setenv("ILUCID_URL", "http://gpu-host:9000")
     assert service_url(_args(tmp_path)) == "http://gpu-host:9000"  # the environment wins
     assert service_url(_args(tmp_path, "http://other:1")) == "http://other:1"  # --url wins
+
+
+@pytest.mark.parametrize("value", ["0.5", "0", "1e-320", "inf", "nan", "soon"])
+def test_submit_refuses_an_estimate_under_one_second(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["submit", "--estimate", value, "--", "sleep", "1"])
+    assert "--estimate" in capsys.readouterr().err
+    assert parser.parse_args(["submit", "--estimate", "1", "--", "sleep", "1"]).estimate == 1.0

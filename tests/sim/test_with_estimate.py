@@ -27,6 +27,8 @@ SAMPLE = JobSpec(
     preferred_gpu_types=("a100", "v100"),
     cpus=4.0,
     memory_gb=32.0,
+    stated_estimate=900.0,
+    stated_weight=0.4,
 )
 
 

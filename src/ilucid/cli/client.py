@@ -22,6 +22,7 @@ import httpx
 from ilucid.cli.common import (
     Command,
     add_service_options,
+    estimate_seconds,
     policy_list,
     printable,
     service_url,
@@ -90,8 +91,9 @@ def _add_submit(submit: argparse.ArgumentParser) -> None:
     )
     submit.add_argument(
         "--estimate",
-        type=float,
-        help="expected run time, s (default: the service's duration model estimates it)",
+        type=estimate_seconds,
+        help="expected run time, s, at least 1; it counts as much as your past estimates"
+        " were right (default: the service's duration model estimates it)",
     )
     submit.add_argument(
         "--checkpoint",
@@ -168,7 +170,7 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
     if not command:
         raise ValueError("give the command after --, e.g. ilucid submit -- python3 train.py")
     body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
-    if args.estimate:
+    if args.estimate is not None:
         body["estimate_s"] = args.estimate
     if args.checkpoint:
         body["checkpoint_s"] = args.checkpoint

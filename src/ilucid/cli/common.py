@@ -30,6 +30,7 @@ __all__ = [
     "DefaultsFormatter",
     "add_commands",
     "add_service_options",
+    "estimate_seconds",
     "policy_list",
     "positive_float",
     "positive_int",
@@ -181,6 +182,17 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def estimate_seconds(text: str) -> float:
+    """``--estimate``: a finite run time of at least 1 s, as the service accepts."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 1.0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 1, got {text}")
     return value
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ilucid.core.picklable import picklable
+from ilucid.core.stated_estimate import blend, claim_ends, standing
 
 __all__ = [
     "DEFAULT_ESTIMATE_S",
@@ -49,6 +50,9 @@ class JobSpec:
     core never fits models itself).
     ``checkpoint_s`` is how often the job saves its state (None: the scheduler's
     default); a preemption loses the work done since the last save.
+    ``stated_estimate`` is the run time the user stated (None: none), counted with
+    ``stated_weight`` against ``estimate`` and dropped once outlived
+    (:mod:`ilucid.core.stated_estimate`).
     """
 
     id: str
@@ -70,6 +74,9 @@ class JobSpec:
     #: CPUs and memory (GB) the job needs on each node it uses (None: no need stated)
     cpus: float | None = None
     memory_gb: float | None = None
+    #: the user's own run time, s, and how much it counts against ``estimate`` (0..1)
+    stated_estimate: float | None = None
+    stated_weight: float = 1.0
 
     # Written out rather than generated (see ilucid.core.fast_init): a replay builds
     # one JobSpec per arrival and per estimate; a test checks it matches the fields.
@@ -92,6 +99,8 @@ class JobSpec:
         preferred_gpu_types: tuple[str, ...] = (),
         cpus: float | None = None,
         memory_gb: float | None = None,
+        stated_estimate: float | None = None,
+        stated_weight: float = 1.0,
     ) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "submit_time", submit_time)
@@ -110,6 +119,8 @@ class JobSpec:
         object.__setattr__(self, "preferred_gpu_types", preferred_gpu_types)
         object.__setattr__(self, "cpus", cpus)
         object.__setattr__(self, "memory_gb", memory_gb)
+        object.__setattr__(self, "stated_estimate", stated_estimate)
+        object.__setattr__(self, "stated_weight", stated_weight)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -134,11 +145,44 @@ class JobSpec:
             raise ValueError(
                 f"job {self.id}: shape {self.shape} does not add up to {self.num_gpus} GPUs"
             )
+        if self.stated_estimate is not None:
+            if not 0 < self.stated_estimate < float("inf"):
+                raise ValueError(
+                    f"job {self.id}: stated_estimate must be > 0 and finite,"
+                    f" got {self.stated_estimate}"
+                )
+            if not 0.0 <= self.stated_weight <= 1.0:
+                raise ValueError(
+                    f"job {self.id}: stated_weight must be in [0, 1], got {self.stated_weight}"
+                )
+
+    @property
+    def model_duration(self) -> float:
+        """The estimator's estimate, or the default for a job without one."""
+        return self.estimate if self.estimate is not None else DEFAULT_ESTIMATE_S
 
     @property
     def expected_duration(self) -> float:
-        """The estimate, or the default for a job that came without one (never the truth)."""
-        return self.estimate if self.estimate is not None else DEFAULT_ESTIMATE_S
+        """The estimate, or the default for a job that came without one (never the truth);
+        a stated run time is blended in by its weight."""
+        model = self.estimate if self.estimate is not None else DEFAULT_ESTIMATE_S
+        stated = self.stated_estimate
+        return model if stated is None else blend(stated, model, self.stated_weight)
+
+    def claim_ends(self) -> float | None:
+        """Seconds of run after which :attr:`expected_duration` no longer holds, for a job
+        with a stated run time (None: without one, the policy's own rule decides)."""
+        stated = self.stated_estimate
+        if stated is None:
+            return None
+        return claim_ends(stated, self.model_duration, self.stated_weight)
+
+    def standing_estimate(self, ran: float) -> float | None:
+        """The estimate that stands after ``ran`` seconds past :meth:`claim_ends`: the
+        longer of the stated and the model's while not outlived (None: both are, or
+        nothing was stated)."""
+        stated = self.stated_estimate
+        return None if stated is None else standing(stated, self.model_duration, ran)
 
     @property
     def gpu_share(self) -> float:

@@ -15,6 +15,10 @@ A refit starts every ``refit_every`` finished jobs, every ``refit_interval_s``
 seconds when jobs finished since the last one, and on demand
 (``POST /model/refit``, ``ilucid model refit``).
 
+The keeper also keeps each user's record of stated estimates (:class:`TrustBook`),
+filled from the database at start and updated as jobs succeed, and writes how much a
+user's statement counts into each estimate's note (:mod:`~ilucid.service.estimate_trust`).
+
 For tests, ``ILUCID_REFIT_GATE=<path>`` holds a fitted model before it is saved
 for as long as ``<path>`` exists, after touching ``<path>.reached``: the only way
 to kill a service deterministically while a refit is under way.
@@ -22,6 +26,7 @@ to kill a service deterministically while a refit is under way.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -47,6 +52,7 @@ from ilucid.estimators.live import (
     training_set,
 )
 from ilucid.service.db import JobRow, ModelRow, make_engine
+from ilucid.service.estimate_trust import TrustBook, stated_history
 
 __all__ = ["DurationKeeper", "RefitRefused"]
 
@@ -135,6 +141,8 @@ class DurationKeeper:
         if refit_interval_s < 0:
             raise ValueError(f"refit_interval_s must not be negative, not {refit_interval_s}")
         self.live = LiveDurationModel(min_jobs)
+        #: each user's record of stated estimates: how much their next one counts
+        self.trust = TrustBook()
         self.model_dir = model_dir
         self.refit_every = refit_every
         self.refit_interval_s = refit_interval_s
@@ -167,6 +175,8 @@ class DurationKeeper:
             recorded = session.scalars(
                 select(ModelRow).where(ModelRow.kind == KIND).order_by(ModelRow.version.desc())
             ).all()
+            for user, stated, ran in stated_history(session):
+                self.trust.observe(user, stated, ran)
         for item in finished:
             self.live.observe(item.job, item.duration)
         if recorded:
@@ -184,11 +194,18 @@ class DurationKeeper:
 
     # -- estimates ---------------------------------------------------------------------
     def estimate(self, job: JobSpec) -> DurationEstimate:
-        return self.live.estimate(job)
+        """The model's estimate; its note also says how much the user's statement counts
+        when the user has a record (read back by ``estimate_trust.weight_of``)."""
+        estimate = self.live.estimate(job)
+        clause = self.trust.note(job.user)
+        return dataclasses.replace(estimate, note=estimate.note + clause) if clause else estimate
 
     def finished(self, job: JobSpec, duration: float) -> None:
-        """A job succeeded: it joins the history (and counts toward the next refit)."""
+        """A job succeeded: it joins the history (and counts toward the next refit), and
+        its statement, if it made one, joins its user's record."""
         self.live.observe(job, duration)
+        if job.stated_estimate is not None:
+            self.trust.observe(job.user, job.stated_estimate, duration)
         with self._lock:
             self._since_refit += 1
 

@@ -357,6 +357,9 @@ class JobStore:
 
 def spec_of(row: JobRow) -> JobSpec:
     """The core's view of a stored job: what it asked for is what the placer honours."""
+    # here, not at the top: this function's own edit (the rest of the module moves apart)
+    from ilucid.service.estimate_trust import stated_of, weight_of
+
     shape = (
         (row.gpus_per_node,) * row.nodes
         if row.nodes is not None and row.gpus_per_node is not None
@@ -372,8 +375,9 @@ def spec_of(row: JobRow) -> JobSpec:
         tenant=row.tenant,
         user=row.user,
         priority=row.priority,
-        # the user's own estimate wins; else the live duration model's (or its median)
-        estimate=row.estimate_s if row.estimate_s is not None else row.model_estimate_s,
+        # the live duration model's (or its median), and the user's own weighted by their
+        # record (written into the note at submission): ilucid.service.estimate_trust
+        estimate=row.model_estimate_s,
         checkpoint_s=row.checkpoint_s,
         gpu_type=row.gpu_type,
         gpu_memory_gb=row.gpu_memory_gb,
@@ -382,4 +386,6 @@ def spec_of(row: JobRow) -> JobSpec:
         preferred_gpu_types=tuple(preferred),
         cpus=row.cpus,
         memory_gb=row.memory_gb,
+        stated_estimate=stated_of(row.estimate_s),
+        stated_weight=weight_of(row.estimate_note),
     )

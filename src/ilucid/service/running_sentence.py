@@ -3,7 +3,9 @@
 ``explain`` on a pending job answers with the core's wait sentence; on a running
 one a user wants the GPUs and node it holds, since when (the service's local
 time, as the CLI prints times), and the decision that started it, from the
-job's stored story.
+job's stored story. A job whose user stated its run time is also told how much
+that statement counted, and whether the job has overrun it
+(:func:`estimate_sentence`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import time
 from collections.abc import Sequence
 
 from ilucid.core import Cluster, Placement
+from ilucid.core.model import DEFAULT_ESTIMATE_S
 from ilucid.service.db import JobRow
-from ilucid.service.job_store import StoryLine
+from ilucid.service.estimate_trust import why_of
+from ilucid.service.job_store import RUNNING, StoryLine, spec_of
 from ilucid.service.lifecycle import NO_GPUS, Stimulus
 
-__all__ = ["clock", "describe_running", "span"]
+__all__ = ["clock", "describe_running", "estimate_sentence", "ran_s", "span"]
 
 
 def describe_running(
@@ -48,7 +52,55 @@ def describe_running(
         )
     if started is not None and started.reason:
         text += f"; started because: {started.reason}"
-    return text
+    said = estimate_sentence(row, ran_s(story, now))
+    return f"{text}; {said}" if said else text
+
+
+def ran_s(story: Sequence[StoryLine], now: float) -> float:
+    """Seconds the job has run so far, summed over its runs in the story (a run lasts
+    from its move to running until its next move elsewhere)."""
+    ran, since = 0.0, None
+    for line in story:
+        if line.to_state == RUNNING:
+            since = line.time if since is None else since
+        elif since is not None:
+            ran += max(0.0, line.time - since)
+            since = None
+    return ran + (max(0.0, now - since) if since is not None else 0.0)
+
+
+def estimate_sentence(row: JobRow, ran: float) -> str:
+    """How a stated run time counted in the estimate the job is ranked by, and whether
+    the job (having run ``ran`` s) overran it; "" for a job without a statement::
+
+        estimate 60 s: the user's 1 s counted 50% (no ended job with a stated estimate
+        yet) against no model estimate (3,600 s assumed); it overran its estimate of
+        1 s, which counts no more: ranked by 3,600 s since
+    """
+    if row.estimate_s is None:
+        return ""
+    spec = spec_of(row)
+    stated, claim = spec.stated_estimate, spec.claim_ends()
+    if stated is None or claim is None:
+        return ""
+    model = (
+        f"the model's {spec.model_duration:,.0f} s"
+        if row.model_estimate_s is not None
+        else f"no model estimate ({DEFAULT_ESTIMATE_S:,.0f} s assumed)"
+    )
+    text = (
+        f"estimate {spec.expected_duration:,.0f} s: the user's {stated:,.0f} s counted"
+        f" {spec.stated_weight:.0%} ({why_of(row.estimate_note)}) against {model}"
+    )
+    if ran < claim:
+        return text
+    still = spec.standing_estimate(ran)
+    ranked = (
+        f"ranked by {still:,.0f} s since"
+        if still is not None
+        else "ranked by the run time of longer past jobs (or twice its own) since"
+    )
+    return f"{text}; it overran its estimate of {claim:,.0f} s, which counts no more: {ranked}"
 
 
 def _where(gpu_indices: str, placement: Placement | None, cluster: Cluster) -> str:

@@ -17,7 +17,10 @@ from ilucid.core.jobs import JobState, RestoreOverhead
 from ilucid.core.policies.preemptive import EstimateOrder
 from ilucid.core.sorted_sums import Entry
 
-__all__ = ["PACKED", "STARVING", "LeveledEstimateOrder"]
+__all__ = ["PACKED", "STARVING", "Facts", "LeveledEstimateOrder"]
+
+#: level, attained GPU-seconds, estimated seconds left, GPUs, the stated claim overran
+Facts = tuple[int, float, float, int, float | None]
 
 #: level of a job the starvation guard promoted: ahead of every other level
 STARVING = -2
@@ -63,6 +66,8 @@ class LeveledEstimateOrder(EstimateOrder):
         return max(0.0, self.estimate(job) - attained / gpus) * gpus
 
     def pending_entry(self, job: JobState) -> Entry:
+        if job.spec.stated_estimate is not None:  # preempted past its claim: settled now
+            self._outlive(job, self._ran(job))
         starved = self.starving.get(job.seq)
         if starved is not None:  # starving jobs are served in the order they began to
             return (STARVING, starved, job.seq, job.spec.num_gpus)
@@ -97,7 +102,7 @@ class LeveledEstimateOrder(EstimateOrder):
             return None
         if job.seq in self.starving:  # its key stays first until it ends (or its slice does)
             return job.since + self.slice_s if job.seq in self.sliced else None
-        outlived = job.since + max(0.0, self.estimate(job) - self._ran(job))
+        outlived = job.since + max(0.0, self._claim(job) - self._ran(job))
         attained = job.attained_at(now)
         index = bisect.bisect_left(self.levels, attained)
         if index < len(self.levels):
@@ -123,7 +128,9 @@ class LeveledEstimateOrder(EstimateOrder):
         entry = (level, left, seq, gpus)
         if gpus == 0:
             return entry, None
-        outlived = since + max(0.0, estimate - banked / per)
+        # a stated run time's claim may end before the estimate does
+        claim = estimate if spec.stated_estimate is None else self._claim(job)
+        outlived = since + max(0.0, claim - banked / per)
         if level < len(levels):
             return entry, min(outlived, since + (levels[level] - banked) / gpus)
         return entry, outlived
@@ -146,7 +153,11 @@ class LeveledEstimateOrder(EstimateOrder):
         super().observe_finished(job)
 
     def set_estimate(self, job: JobState, seconds: float) -> None:
-        """A better estimate than the submission's (a profiling run measured it)."""
+        """A better estimate than the submission's (a profiling run measured it). For a
+        job with a stated run time it may only raise the estimate: the live profiler
+        refines the user's own statement, which must not bypass its weight."""
+        if job.spec.stated_estimate is not None and seconds <= self.estimate(job):
+            return
         self._estimate[job.seq] = seconds
 
     def median_error_s(self) -> float | None:
@@ -156,19 +167,23 @@ class LeveledEstimateOrder(EstimateOrder):
     def describe(self, job: JobState, now: float) -> str:
         return self.words(self.facts(job, now))
 
-    def facts(self, job: JobState, now: float) -> tuple[int, float, float, int]:
+    def facts(self, job: JobState, now: float) -> Facts:
         """What :meth:`words` says of ``job`` at ``now``: level, attained GPU-seconds,
-        estimated seconds left, GPUs (taken now, written later)."""
+        estimated seconds left, GPUs, and the stated claim it overran (None: none)
+        (taken now, written later)."""
         attained = job.attained_at(now)
         gpus = max(1, job.spec.num_gpus)
         left = max(0.0, self.estimate(job) - attained / gpus)
-        return self.level(job, attained), attained, left, gpus
+        return self.level(job, attained), attained, left, gpus, self.overran.get(job.seq)
 
-    def words(self, facts: tuple[int, float, float, int]) -> str:
-        level, attained, left, gpus = facts
+    def words(self, facts: Facts) -> str:
+        level, attained, left, gpus, overran = facts
         if level == STARVING:
             where = "served first by the starvation guard"
         else:
             where = f"level {level} of {len(self.levels)} (attained {attained:,.0f} GPU-s"
             where += f" < {self.levels[level]:,.0f})" if level < len(self.levels) else ", lowest)"
-        return f"{where}, estimated {left:,.0f} s x {gpus} GPU(s) left"
+        said = f"{where}, estimated {left:,.0f} s x {gpus} GPU(s) left"
+        if overran is not None:
+            said += f" (it overran its estimate of {overran:,.0f} s, which counts no more)"
+        return said

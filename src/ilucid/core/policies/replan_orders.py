@@ -13,6 +13,7 @@ from typing import Protocol
 from ilucid.core.jobs import JobState, RestoreOverhead
 from ilucid.core.picklable import picklable
 from ilucid.core.sorted_sums import Entry
+from ilucid.core.stated_estimate import claim_ends
 
 __all__ = ["EstimateOrder", "ReplanOrder", "SrtfOrder", "TiresiasOrder"]
 
@@ -128,6 +129,13 @@ class EstimateOrder:
     an oracle. With ``restore_aware`` a running job looks shorter by its
     restore overhead, so it is only preempted when the newcomer's advantage
     pays for the restore.
+
+    A job with a stated run time is ranked by the blend of its statement and the
+    model's estimate until it has run past the claim
+    (:meth:`~ilucid.core.model.JobSpec.claim_ends`): from then on by the longer
+    estimate it has not outlived (:attr:`overran` records the claim), so a tiny
+    statement neither keeps preempting nor keeps its GPUs. Such a job's pending
+    key is settled the same way when it is preempted before the re-key came.
     """
 
     def __init__(
@@ -146,6 +154,8 @@ class EstimateOrder:
         self.min_run_s = min_run_s
         self.aging = aging
         self._estimate: dict[int, float] = {}
+        #: jobs that ran past the claim of their stated run time -> that claim, s
+        self.overran: dict[int, float] = {}
         self._run_times: list[float] = []
         self._order: deque[float] = deque()
 
@@ -155,11 +165,25 @@ class EstimateOrder:
             return known
         return job.spec.expected_duration
 
+    def _claim(self, job: JobState) -> float:
+        """Seconds of run at which the job's estimate stops holding: the estimate, or
+        sooner the claim of a stated run time not yet outlived."""
+        known = self._estimate.get(job.seq)
+        if known is not None:
+            return known
+        spec = job.spec
+        stated = spec.stated_estimate
+        if stated is None:
+            return spec.expected_duration
+        return claim_ends(stated, spec.model_duration, spec.stated_weight)
+
     @staticmethod
     def _ran(job: JobState) -> float:
         return job.attained / max(1, job.spec.num_gpus)
 
     def pending_entry(self, job: JobState) -> Entry:
+        if job.spec.stated_estimate is not None:
+            self._outlive(job, self._ran(job))
         # aging: a waiting job's key drops by ``aging`` seconds per second waited; storing
         # ``left + aging * waiting_since`` keeps the pending order static
         left = max(0.0, self.estimate(job) - self._ran(job))
@@ -181,15 +205,28 @@ class EstimateOrder:
             return None  # a GPU-less job attains no service to re-estimate from
         if now < job.since + self.min_run_s:
             return job.since + self.min_run_s
-        left = self.estimate(job) - self._ran(job)
+        left = self._claim(job) - self._ran(job)
         return job.since + max(0.0, left)
 
     def rekey(self, job: JobState, now: float) -> tuple[Entry, float | None]:
         return self.running_entry(job, now), self.next_rekey(job, now)
 
     def refresh(self, job: JobState, now: float) -> None:
-        ran = job.attained_at(now) / max(1, job.spec.num_gpus)
-        if ran < self.estimate(job):
+        self._outlive(job, job.attained_at(now) / max(1, job.spec.num_gpus))
+
+    def _outlive(self, job: JobState, ran: float) -> None:
+        """A new estimate for a job that has run ``ran`` s, if that outlived its estimate."""
+        seq, spec = job.seq, job.spec
+        if spec.stated_estimate is not None and seq not in self._estimate:
+            claim = self._claim(job)
+            if ran < claim:
+                return
+            self.overran[seq] = claim
+            still = spec.standing_estimate(ran)
+            if still is not None:
+                self._estimate[seq] = still
+                return
+        elif ran < self.estimate(job):
             return
         values = self._run_times
         first = bisect.bisect_right(values, ran)
@@ -199,6 +236,7 @@ class EstimateOrder:
 
     def observe_finished(self, job: JobState) -> None:
         self._estimate.pop(job.seq, None)
+        self.overran.pop(job.seq, None)
         ran = self._ran(job)
         bisect.insort(self._run_times, ran)
         self._order.append(ran)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ilucid.core.decision import Words
 from ilucid.core.jobs import JobState
-from ilucid.core.policies.leveled_order import LeveledEstimateOrder
+from ilucid.core.policies.leveled_order import Facts, LeveledEstimateOrder
 
 __all__ = ["StartWords", "WhyStart"]
 
@@ -43,7 +43,7 @@ class StartWords:
         self,
         name: str,
         order: LeveledEstimateOrder,
-        facts: tuple[int, float, float, int],
+        facts: Facts,
         limit: float | None,
         where: str,
     ) -> None:
