@@ -15,7 +15,9 @@ from sqlalchemy.orm import Session
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.edge import SubmitBody, query_text
+from ilucid.service.job_store import spec_of
 from ilucid.service.retries import attempts_of
+from ilucid.service.running_sentence import estimate_sentence
 from ilucid.service.scheduler_service import JobRequest, ServiceError
 
 __all__ = ["estimate_json", "job_json", "router"]
@@ -59,13 +61,14 @@ def job_json(row: JobRow) -> dict[str, Any]:
 
 
 def estimate_json(row: JobRow) -> dict[str, Any]:
-    """The estimate the scheduler used and where it came from; both the user's and the
-    model's are shown (the user's wins when given)."""
+    """The estimate the scheduler ranks the job by and where it came from: a stated
+    estimate counts by its user's measured accuracy, against the model's."""
     note = row.estimate_note or "no model estimate recorded for this job"
     seconds: float | None
     if row.estimate_s is not None:
-        source, seconds = "user", row.estimate_s
-        text = f"estimate {row.estimate_s:,.0f} s given by the user (the model's: {note})"
+        source, seconds = "user", spec_of(row).expected_duration
+        said = estimate_sentence(row, 0.0) or f"estimate {seconds:,.0f} s"
+        text = f"{said} (the model's: {note})"
     else:
         source, seconds, text = row.estimate_version or "none", row.model_estimate_s, note
     return {
