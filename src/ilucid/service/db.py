@@ -221,6 +221,13 @@ def migrate(url: str) -> None:
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     try:
         command.upgrade(config, "head")
+        return
+    except (CommandError, SQLAlchemyError):
+        pass
+    # once more, from what is committed now: a second start on the same database may
+    # have run a migration this one meant to (each waits for the other's write lock)
+    try:
+        command.upgrade(config, "head")
     except (CommandError, SQLAlchemyError) as exc:
         script = ScriptDirectory.from_config(config)
         raise UnreadableDatabase(explain(url, script, exc)) from exc
