@@ -7,8 +7,9 @@ on from it. PostgreSQL has transactional DDL; on SQLite the ``sqlite3`` driver
 commits before every DDL statement unless told otherwise, so the migration
 engine turns the driver's own transaction handling off and emits ``BEGIN
 IMMEDIATE`` itself (SQLAlchemy's recipe for pysqlite's transactional DDL).
-IMMEDIATE: a second process starting at once waits for the write lock instead
-of migrating from a version it read before the first one committed.
+IMMEDIATE: a second start at the same moment waits for the write lock, then
+reads what the first one committed (``db.migrate`` retries once if it had already
+planned a migration the other ran).
 
 Every step of every migration passes a crash point (:mod:`ilucid.service.faults`),
 for whichever revisions exist, so a test can kill the process exactly there.
