@@ -13,6 +13,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import (
     Boolean,
     Engine,
@@ -25,7 +27,10 @@ from sqlalchemy import (
     create_engine,
     event,
 )
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ilucid.service.unreadable import UnreadableDatabase, explain
 
 __all__ = [
     "Base",
@@ -37,6 +42,7 @@ __all__ = [
     "SampleRow",
     "TokenRow",
     "TransitionRow",
+    "UnreadableDatabase",
     "make_engine",
     "migrate",
 ]
@@ -213,8 +219,25 @@ def make_engine(url: str) -> Engine:
 
 
 def migrate(url: str) -> None:
-    """Bring the database at ``url`` to the newest schema (Alembic ``upgrade head``)."""
+    """Bring the database at ``url`` to the newest schema (Alembic ``upgrade head``).
+
+    Each migration commits with its version stamp or not at all (see
+    ``migrations/env.py``), so a crash here leaves the last complete revision and the
+    next start carries on. A database that cannot be migrated (corrupt, newer than
+    this release, half-built by an older one) raises :class:`UnreadableDatabase`,
+    whose message says which version was found and what to do."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    command.upgrade(config, "head")
+    try:
+        command.upgrade(config, "head")
+        return
+    except (CommandError, SQLAlchemyError):
+        pass
+    # once more, from what is committed now: a second start on the same database may
+    # have run a migration this one meant to (each waits for the other's write lock)
+    try:
+        command.upgrade(config, "head")
+    except (CommandError, SQLAlchemyError) as exc:
+        script = ScriptDirectory.from_config(config)
+        raise UnreadableDatabase(explain(url, script, exc)) from exc

@@ -8,12 +8,13 @@ import argparse
 import os
 from pathlib import Path
 
-from ilucid.cli.common import DEFAULT_DATA
+from ilucid.cli.common import DEFAULT_DATA, CliError
 
 __all__ = [
     "add_release_held_arguments",
     "add_token_arguments",
     "db_url",
+    "migrate_or_refuse",
     "private_data_dir",
     "release_held",
     "token",
@@ -77,6 +78,17 @@ def db_url(args: argparse.Namespace) -> str:
     return f"sqlite:///{args.data_dir.resolve() / 'ilucid.db'}"
 
 
+def migrate_or_refuse(url: str) -> None:
+    """The database at ``url`` at the newest schema, or a one-line refusal (exit 2, no
+    traceback) that says which version was found and what to do."""
+    from ilucid.service.db import UnreadableDatabase, migrate
+
+    try:
+        migrate(url)
+    except UnreadableDatabase as exc:
+        raise CliError(str(exc)) from None
+
+
 def release_held(args: argparse.Namespace) -> int:
     """Fail-open for a stopped service: its held jobs go to Slurm's own scheduler (with
     the GPU count they asked for, untyped). Run by hand or from a timer."""
@@ -97,10 +109,10 @@ def release_held(args: argparse.Namespace) -> int:
 
 def token(args: argparse.Namespace) -> int:
     from ilucid.service.auth import create_token
-    from ilucid.service.db import make_engine, migrate
+    from ilucid.service.db import make_engine
 
     url = db_url(args)
-    migrate(url)
+    migrate_or_refuse(url)
     engine = make_engine(url)
     if args.action == "revoke":
         from ilucid.service.auth import revoke_tokens

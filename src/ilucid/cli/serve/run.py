@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.cli.common import URL_FILE
-from ilucid.cli.serve.host import db_url, private_data_dir
+from ilucid.cli.serve.host import db_url, migrate_or_refuse, private_data_dir
 from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
 from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
 from ilucid.core.scheduler import Policy
@@ -133,10 +133,10 @@ def _open_database(args: argparse.Namespace) -> tuple[str, Any]:
     from sqlalchemy.orm import Session
 
     from ilucid.service.auth import create_token
-    from ilucid.service.db import TokenRow, make_engine, migrate
+    from ilucid.service.db import TokenRow, make_engine
 
     url = db_url(args)
-    migrate(url)
+    migrate_or_refuse(url)
     # private also with --db (admin.token lives here), and the database file just made
     private_data_dir(args.data_dir)
     engine = make_engine(url)
