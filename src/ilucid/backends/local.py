@@ -499,7 +499,8 @@ class LocalBackend:
 
     def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
         """Refuse at submission what would only fail at launch: a directory that is
-        missing, or that the job's account cannot enter."""
+        missing, or that the job's account cannot enter (a yes is remembered for a few
+        seconds: :mod:`~ilucid.backends.enter_check`)."""
         if cwd is None:
             return
         if not os.path.isdir(cwd):

@@ -45,28 +45,25 @@ class Inbox(Generic[Job]):
 
 
 class CoreLock:
-    """A re-entrant lock that runs ``on_hold`` each time a thread takes it (not again
-    when the same thread re-enters), before the holder does anything else."""
+    """A re-entrant lock that runs ``on_hold`` each time it is taken (re-entered too:
+    a thread that submits while it holds the lock finds its job in the core), before
+    the holder does anything else."""
 
     def __init__(self, on_hold: Callable[[], None]) -> None:
         self._lock = threading.RLock()
-        self._depth = 0  # changed only by the holder
         self._on_hold = on_hold
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self._lock.acquire(blocking, timeout):
             return False
-        self._depth += 1
-        if self._depth == 1:
-            try:
-                self._on_hold()
-            except BaseException:
-                self.release()
-                raise
+        try:
+            self._on_hold()
+        except BaseException:
+            self._lock.release()
+            raise
         return True
 
     def release(self) -> None:
-        self._depth -= 1
         self._lock.release()
 
     def __enter__(self) -> bool:

@@ -21,15 +21,17 @@ Result = TypeVar("Result")
 
 
 class _Ticket(Generic[Item, Result]):
-    """One item waiting for its transaction, then what it got."""
+    """One item waiting for its transaction, then what it got. ``woken`` is set when it
+    is done, or when its thread is to write the next transaction."""
 
-    __slots__ = ("done", "error", "item", "result")
+    __slots__ = ("done", "error", "item", "result", "woken")
 
     def __init__(self, item: Item) -> None:
         self.item = item
         self.done = False
         self.result: Result | None = None
         self.error: BaseException | None = None
+        self.woken = threading.Event()
 
 
 class GroupCommit(Generic[Item, Result]):
@@ -38,9 +40,9 @@ class GroupCommit(Generic[Item, Result]):
 
     def __init__(self, write: Callable[[Sequence[Item]], Sequence[Result]]) -> None:
         self._write = write
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._queued: list[_Ticket[Item, Result]] = []
-        self._writing = False
+        self._writing = False  # a transaction is being written (or handed on)
         #: transactions written, and the items they held (for tests and the bench)
         self.transactions = 0
         self.items = 0
@@ -48,21 +50,23 @@ class GroupCommit(Generic[Item, Result]):
     def submit(self, item: Item) -> Result:
         """``item``'s result, once the transaction that holds it has committed."""
         ticket: _Ticket[Item, Result] = _Ticket(item)
-        with self._changed:
+        with self._lock:
             self._queued.append(ticket)
-            while not ticket.done and self._writing:
-                self._changed.wait()
+            waits, self._writing = self._writing, True
+        if waits:
+            ticket.woken.wait()  # done, or handed the next transaction
             if ticket.done:
                 return _outcome(ticket)
-            # no transaction under way: this thread writes everything queued so far
+        with self._lock:  # this thread writes everything queued so far
             batch, self._queued = self._queued, []
-            self._writing = True
         try:
             self._write_batch(batch)
         finally:
-            with self._changed:
-                self._writing = False
-                self._changed.notify_all()
+            with self._lock:
+                if self._queued:  # arrived meanwhile: the oldest one's thread writes next
+                    self._queued[0].woken.set()
+                else:
+                    self._writing = False
         return _outcome(ticket)
 
     def _write_batch(self, batch: list[_Ticket[Item, Result]]) -> None:
@@ -73,11 +77,13 @@ class GroupCommit(Generic[Item, Result]):
         except BaseException as exc:  # every item of the failed transaction says why
             for ticket in batch:
                 ticket.error, ticket.done = exc, True
+                ticket.woken.set()
             return
         self.transactions += 1
         self.items += len(batch)
         for ticket, result in zip(batch, results, strict=True):
             ticket.result, ticket.done = result, True
+            ticket.woken.set()
 
 
 def _outcome(ticket: _Ticket[Item, Result]) -> Result:
