@@ -56,6 +56,7 @@ from ilucid.backends.containment import (
     marker_value,
     scope_of,
 )
+from ilucid.backends.enter_check import can_enter
 from ilucid.backends.local_host import GpuInventory, HostResources, discover_gpus, discover_host
 from ilucid.backends.runner_install import can_hide_proc, install_runner
 from ilucid.core import Cluster, Node
@@ -498,7 +499,8 @@ class LocalBackend:
 
     def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
         """Refuse at submission what would only fail at launch: a directory that is
-        missing, or that the job's account cannot enter."""
+        missing, or that the job's account cannot enter (a yes is remembered for a few
+        seconds: :mod:`~ilucid.backends.enter_check`)."""
         if cwd is None:
             return
         if not os.path.isdir(cwd):
@@ -509,18 +511,7 @@ class LocalBackend:
                 raise ValueError(f"cwd {cwd!r}: this service's user cannot enter it")
             return
         # asked as the account itself: the kernel checks every directory on the way
-        test = shutil.which("test", path="/usr/bin:/bin") or "/usr/bin/test"
-        entered = subprocess.run(
-            [test, "-x", cwd],
-            cwd="/",
-            user=account.uid,
-            group=account.gid,
-            extra_groups=list(account.groups),
-            env={},
-            timeout=10,
-            check=False,
-        )
-        if entered.returncode != 0:
+        if not can_enter(account, cwd):
             raise ValueError(
                 f"cwd {cwd!r}: the job's account {account.name} (uid {account.uid}) cannot"
                 " enter it; submit from a directory it can enter (every directory on the way"

@@ -1,23 +1,27 @@
 """Who is asking, and which service they ask: the dependencies every route shares.
 
 The service lives on ``app.state`` (set once by :func:`ilucid.service.api.build_app`),
-so route modules are plain ``APIRouter``\\ s without closures. Every token check asks
-the database, so a revoked token stops working at once.
+so route modules are plain ``APIRouter``\\ s without closures. A token's owner is
+remembered for a second at most (:mod:`ilucid.service.auth`), so a revoked token
+stops working within that.
 """
 
 from typing import Annotated, cast
 
 from fastapi import Depends, Header, HTTPException, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from ilucid.service.auth import Identity, authenticate
+from ilucid.service.auth import Identity, authenticate, remembered
 from ilucid.service.db import JobRow
 from ilucid.service.scheduler_service import SchedulerService
 
 __all__ = ["Live", "Who", "current_service", "identity", "own_job"]
 
 
-def current_service(request: Request) -> SchedulerService:
+# async, as it neither waits nor asks the database: a sync dependency would cost
+# every request a hop to a worker thread
+async def current_service(request: Request) -> SchedulerService:
     """The service this app serves."""
     return cast(SchedulerService, request.app.state.service)
 
@@ -25,18 +29,31 @@ def current_service(request: Request) -> SchedulerService:
 Live = Annotated[SchedulerService, Depends(current_service)]
 
 
-# sync, so in a worker thread: every check asks the database (revocation is immediate)
-def identity(service: Live, authorization: Annotated[str | None, Header()] = None) -> Identity:
-    """The token's owner; 401 without a known bearer token."""
+def _bearer(authorization: str | None) -> str:
     if not authorization or not authorization.startswith("Bearer "):
         raise HTTPException(401, "missing bearer token (Authorization: Bearer <token>)")
-    who = authenticate(service.engine, authorization.removeprefix("Bearer ").strip())
+    return authorization.removeprefix("Bearer ").strip()
+
+
+def identity(service: SchedulerService, authorization: str | None) -> Identity:
+    """The token's owner; 401 without a known bearer token (may ask the database: call
+    it from a worker thread)."""
+    who = authenticate(service.engine, _bearer(authorization))
     if who is None:
         raise HTTPException(401, "unknown token")
     return who
 
 
-Who = Annotated[Identity, Depends(identity)]
+async def _who(service: Live, authorization: Annotated[str | None, Header()] = None) -> Identity:
+    """:func:`identity` for a route: on the event loop while the token's owner is
+    remembered, else the database look-up in a worker thread."""
+    known = remembered(service.engine, _bearer(authorization))
+    if known is not None:
+        return known
+    return await run_in_threadpool(identity, service, authorization)
+
+
+Who = Annotated[Identity, Depends(_who)]
 
 
 def own_job(session: Session, job_id: str, who: Identity) -> JobRow:

@@ -84,7 +84,9 @@ def build_app(service: SchedulerService, *, metrics_public: bool = False) -> Fas
     app.add_exception_handler(RequestValidationError, _invalid)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
+        # on the event loop, touching neither the lock nor the database: it answers
+        # while every worker thread waits for a pass or a commit
         return {"status": "ok", "policy": service.policy_name, "backend": service.backend.name}
 
     app.include_router(routes_jobs.router)

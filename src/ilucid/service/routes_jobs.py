@@ -82,8 +82,9 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
 
 
 @router.post("/jobs", status_code=201)
-async def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
-    # on the event loop: one short commit costs less than the hop to a worker thread
+def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
+    # in a worker thread, as every route that touches the database: the event loop
+    # keeps answering (/healthz among others) while the submission waits for its commit
     if body.priority > 0 and not who.admin:
         raise HTTPException(403, "priority: only an admin may raise a job's priority above 0")
     try:

@@ -14,6 +14,10 @@ gates the loop on leadership, and holds the lock its pieces run under:
 Every accepted job is in the database before the API answers, so a crash of
 the service loses nothing: on restart the core is rebuilt from the database
 and running processes are re-adopted from the backend.
+
+Submissions never wait for the lock: they are committed together
+(:mod:`~ilucid.service.group_commit`), then reach the core through an inbox that
+whoever takes the lock next empties, in memory (:mod:`~ilucid.service.core_inbox`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -41,10 +45,14 @@ from ilucid.core import (
     make_policy,
 )
 from ilucid.core.policies import needs_profiler
+from ilucid.estimators.live import DurationEstimate
 from ilucid.estimators.packing import PackingAnalyzer
+from ilucid.service.core_inbox import CoreLock, Inbox
 from ilucid.service.db import JobRow
 from ilucid.service.duration_keeper import DurationKeeper
+from ilucid.service.estimate_memo import EstimateMemo
 from ilucid.service.estimator_log import record_estimators
+from ilucid.service.group_commit import GroupCommit
 from ilucid.service.job_accounts import DEFAULT_DYNAMIC_UIDS, run_as_for
 from ilucid.service.job_model import ServiceError, check_request
 from ilucid.service.job_store import (
@@ -65,6 +73,16 @@ from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Accepted:
+    """A checked submission on its way into the database."""
+
+    request: JobRequest
+    job_class: JobClass
+    estimate: DurationEstimate
+    submitted: float
 
 
 class SchedulerService:
@@ -98,7 +116,9 @@ class SchedulerService:
         self.policy_name = policy
         self.policy_factory = policy_factory
         self.clock = clock
-        self.lock = threading.RLock()
+        #: committed submissions the core has not taken yet: taking the lock takes them
+        self.inbox: Inbox[JobRow] = Inbox()
+        self.lock = CoreLock(self._take_inbox)
         self.wake = threading.Event()
         self.leading = True  # a replica behind leader election starts as a follower
         self.store = JobStore(engine, clock)
@@ -106,6 +126,10 @@ class SchedulerService:
         # without a model folder (tests, the demo) estimates are medians and nothing refits
         self.durations = durations or DurationKeeper()
         self.durations.start(engine)
+        self.estimates = EstimateMemo(self.durations)
+        #: submissions that arrive together share one transaction
+        self.commits: GroupCommit[_Accepted, str] = GroupCommit(self._store_batch)
+        self._dynamic_run_as: dict[str, str] = {}  # user -> "#uid": given once, for good
         self.reconciler = Reconciler(
             store=self.store,
             backend=backend,
@@ -148,16 +172,17 @@ class SchedulerService:
 
     # -- requests ----------------------------------------------------------------------
     def submit(self, request: JobRequest) -> str:
-        """Accept a job: checked, stored and committed before its id is returned."""
+        """Accept a job: checked, stored and committed before its id is returned.
+
+        Never under the lock: the job is committed with the submissions that arrive
+        with it, then handed to the core now if no one holds the lock, else by the
+        lock's next holder (the pass among them)."""
         request = self._with_account(request)
         self._check(request)
-        job_class = JobClass(request.job_class)
-        for _ in range(5):
-            try:
-                return self._store(request, job_class)
-            except IntegrityError:  # another replica took the id: count on from the database
-                self.store.catch_up_job_numbers()
-        raise ServiceError("could not store the job (job ids kept colliding); try again")
+        job_id = self._store(request, JobClass(request.job_class))
+        if self.lock.acquire(blocking=False):  # taking it hands the inbox to the core
+            self.lock.release()
+        return job_id
 
     def _with_account(self, request: JobRequest) -> JobRequest:
         """The request with the Unix identity its job runs as, where the backend runs
@@ -165,7 +190,13 @@ class SchedulerService:
         accounts = self.capabilities.accounts
         if accounts is None or not accounts.needs_account():
             return request
-        run_as = run_as_for(self.engine, request.user, request.run_as, self.dynamic_uids)
+        if request.run_as is not None:  # the token's own Unix account
+            return request
+        # a user's dynamic uid is recorded once and never changes: asked once per user
+        run_as = self._dynamic_run_as.get(request.user)
+        if run_as is None:
+            run_as = run_as_for(self.engine, request.user, None, self.dynamic_uids)
+            self._dynamic_run_as[request.user] = run_as
         return dataclasses.replace(request, run_as=run_as)
 
     def _check(self, request: JobRequest) -> None:
@@ -183,20 +214,52 @@ class SchedulerService:
                 raise ServiceError(str(exc)) from None
 
     def _store(self, request: JobRequest, job_class: JobClass) -> str:
-        # estimated outside the lock: the reconcile loop need not wait for a model
+        # estimated outside any lock and transaction: no one waits for a model
         submitted = self.clock()
-        estimate = self.durations.estimate(
+        estimate = self.estimates.estimate(
             JobSpec("", submitted, request.gpus, 0.0, tenant=request.tenant, user=request.user)
         )
-        # expire_on_commit off: the row is read once more below, without a reload query
-        with self.lock, Session(self.engine, expire_on_commit=False) as session:
-            now = max(self.clock(), submitted)
-            row = self.store.add(session, request, job_class, estimate, now)
-            session.commit()  # accepted only once stored
-            self.scheduler.submit(spec_of(row), now)
+        return self.commits.submit(_Accepted(request, job_class, estimate, submitted))
+
+    def _store_batch(self, batch: Sequence[_Accepted]) -> list[str]:
+        """Every submission that arrived together, in one transaction; once committed
+        they go to the inbox, and the loop wakes (one pass for the whole burst)."""
+        for _ in range(5):
+            # expire_on_commit off: the core reads the rows once more, without a reload
+            with Session(self.engine, expire_on_commit=False) as session:
+                now = self.clock()
+                rows = [
+                    self.store.add(
+                        session, a.request, a.job_class, a.estimate, max(now, a.submitted)
+                    )
+                    for a in batch
+                ]
+                try:
+                    session.commit()  # accepted only once stored
+                except IntegrityError:  # another replica took an id: count on from the database
+                    session.rollback()
+                    self.store.catch_up_job_numbers()
+                    continue
+            self.inbox.put(rows)
+            self.wake.set()
+            return [row.id for row in rows]
+        raise ServiceError("could not store the job (job ids kept colliding); try again")
+
+    def _take_inbox(self) -> None:
+        """The core takes every committed submission it lacks (in memory: the lock's
+        holder runs this as it takes the lock)."""
+        for row in self.inbox.take():
+            if row.id in self.scheduler.jobs:  # a rebuild read it from the database
+                continue
+            try:
+                self.scheduler.submit(spec_of(row), row.submit_time)
+            except ValueError as exc:  # the cluster shrank below it: kept, never lost
+                print(
+                    f"ilucid serve: {row.id} stays pending outside the queue until the"
+                    f" cluster can hold it: {exc}",
+                    flush=True,
+                )
             self.reconciler.backend_queue.enqueue(row)
-        self.wake.set()
-        return row.id
 
     def cancel(self, job_id: str) -> str:
         """Cancel a job: a pending one at once, one with a process once the process is
@@ -238,7 +301,8 @@ class SchedulerService:
 
     # -- the loop ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
-        """One pass (see :class:`~ilucid.service.reconciler.Reconciler`)."""
+        """One pass (see :class:`~ilucid.service.reconciler.Reconciler`); taking the lock
+        hands the inbox's submissions to the core first."""
         with self.lock:
             return self.reconciler.reconcile()
 
