@@ -9,6 +9,7 @@ second time (seen once in 100 kills of the crash test).
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -62,3 +63,37 @@ def test_a_crash_before_the_pid_file_neither_loses_nor_repeats_the_job(
                 break
             time.sleep(0.2)
     assert _runners(restarted, "j1") == []
+
+
+class _EndsWhileObserved(LocalBackend):
+    """The job's runner writes its exit file and exits just as ``observe`` reads it:
+    the first read of ``exit`` finds none, and then the runner is gone."""
+
+    runner_process: subprocess.Popen[bytes] | None = None
+
+    def _read(self, job_id: str, name: str) -> str | None:
+        text = super()._read(job_id, name)
+        if name == "exit" and self.runner_process is not None:
+            (self.root / job_id / "exit").write_text("0", encoding="utf-8")
+            self.runner_process.kill()
+            self.runner_process.wait()
+            self.runner_process = None
+        return text
+
+
+def test_a_job_ending_while_it_is_observed_is_seen_ended_not_vanished(tmp_path: Path) -> None:
+    backend = _EndsWhileObserved(tmp_path, GpuInventory(1, "virtual", 0, "v"))
+    folder = backend.root / "j2"
+    folder.mkdir()
+    runner = subprocess.Popen(["sleep", "30"])  # stands in for the job's runner
+    time.sleep(0.1)
+    stat = Path(f"/proc/{runner.pid}/stat").read_text()
+    started = stat[stat.rfind(")") + 2 :].split()[19]
+    (folder / "gpus").write_text("0")
+    (folder / "pid").write_text(f"{runner.pid} {started}")
+    backend.runner_process = runner
+    seen = backend.observe().jobs["j2"]
+    # vanished would requeue it (a retry): the job would run a second time
+    assert seen.state in (ProcessState.RUNNING, ProcessState.EXITED), seen
+    seen = backend.observe().jobs["j2"]
+    assert seen.state is ProcessState.EXITED and seen.exit_code == 0, seen

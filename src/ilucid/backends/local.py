@@ -245,14 +245,17 @@ class LocalBackend:
         child = self._children.get(job_id)
         if child is not None:
             child.poll()  # reap our own child so it does not linger as a zombie
-        exit_text = self._read(job_id, "exit")
         pid_text = (self._read(job_id, "pid") or "").split()
-        alive = (
-            exit_text is None
-            and len(pid_text) == 2
+        runner_alive = (
+            len(pid_text) == 2
             and pid_text[0].isdigit()
             and _start_time(int(pid_text[0])) == pid_text[1]
         )
+        # the exit file is read after the runner was seen, never before: a runner that
+        # writes it and exits between the two reads would look gone without an exit
+        # (vanished, then retried: a job run twice)
+        exit_text = self._read(job_id, "exit")
+        alive = exit_text is None and runner_alive
         if not alive and not self._none_left(job_id):
             # its main process ended; what it left behind holds its GPUs until gone
             return ObservedJob(job_id, ProcessState.STOPPING, gpus, parts=self.parts_of(gpus))
