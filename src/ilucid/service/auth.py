@@ -1,20 +1,25 @@
 """Bearer tokens per user and tenant, stored only as SHA-256 hashes.
 
-A known token's owner is remembered for :data:`REMEMBER_S` (per database), so a
-burst of requests costs one database look-up per token, not one per request. A
-token revoked by this process is forgotten at once; one revoked by another
-(``ilucid token revoke``, another replica) is refused within :data:`REMEMBER_S`.
-An unknown token is never remembered: a new token works at once.
+A known token's owner is remembered for :data:`REMEMBER_S` (per SQLite database),
+so a burst of requests costs one database look-up per token, not one per request.
+A revoke, by this process or another (``ilucid token revoke``), stamps a marker
+file beside the database (``tokens.revoked``) after its commit; what was remembered
+before the stamp is never used again, so a revoked token is refused at once. An
+unknown token is never remembered: a new token works at once. Other databases
+(PostgreSQL, shared by replicas) are asked on every request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import secrets
 import threading
 import time
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -31,9 +36,9 @@ __all__ = [
     "revoke_tokens",
 ]
 
-#: how long a token's owner is remembered, seconds: the longest a token revoked by
-#: another process is still honoured
+#: how long a token's owner is remembered, seconds (a revoke forgets it at once)
 REMEMBER_S = 1.0
+_MARKER = "tokens.revoked"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +53,24 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-# per database: token hash -> (when looked up, its owner)
-_known: weakref.WeakKeyDictionary[Engine, dict[str, tuple[float, Identity]]]
+def _marker(engine: Engine) -> Path | None:
+    """The revocation marker beside a SQLite database file; None for other databases."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    return Path(database).with_name(_MARKER)
+
+
+def _revocations(marker: Path) -> int:
+    """The marker's stamp: changes with every revoke, by any process."""
+    try:
+        return os.stat(marker).st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+# per database: token hash -> (when looked up, the revocation stamp then, its owner)
+_known: weakref.WeakKeyDictionary[Engine, dict[str, tuple[float, int, Identity]]]
 _known = weakref.WeakKeyDictionary()
 _known_lock = threading.Lock()
 
@@ -88,20 +109,29 @@ def revoke_tokens(engine: Engine, user: str, tenant: str | None = None) -> int:
         for row in rows:
             session.delete(row)
         session.commit()
+    marker = _marker(engine)
+    if marker is not None:  # every process remembering tokens of this database forgets
+        before, now = _revocations(marker), time.time_ns()
+        with contextlib.suppress(OSError):  # unwritable: forgotten after REMEMBER_S
+            marker.touch()
+            os.utime(marker, ns=(now, max(now, before + 1)))  # a new stamp, always
     with _known_lock:
-        _known.pop(engine, None)  # refused at once by this process
+        _known.pop(engine, None)
     return len(rows)
 
 
 def remembered(engine: Engine, token: str) -> Identity | None:
     """The token's owner if looked up within :data:`REMEMBER_S` (no database work: fit
     for the event loop); None when it must be looked up (:func:`authenticate`)."""
+    marker = _marker(engine)
+    if marker is None:
+        return None
     digest = _hash(token)
     with _known_lock:
         seen = _known.get(engine, {}).get(digest)
-    if seen is not None and time.monotonic() - seen[0] < REMEMBER_S:
-        return seen[1]
-    return None
+    if seen is None or time.monotonic() - seen[0] >= REMEMBER_S:
+        return None
+    return seen[2] if seen[1] == _revocations(marker) else None
 
 
 def authenticate(engine: Engine, token: str) -> Identity | None:
@@ -111,6 +141,8 @@ def authenticate(engine: Engine, token: str) -> Identity | None:
         return known
     digest = _hash(token)
     now = time.monotonic()
+    marker = _marker(engine)
+    stamp = _revocations(marker) if marker is not None else 0  # read before the look-up
     with Session(engine) as session:
         row = session.scalars(select(TokenRow).where(TokenRow.token_hash == digest)).first()
         who = None if row is None else Identity(row.user, row.tenant, row.admin, row.unix_user)
@@ -121,5 +153,5 @@ def authenticate(engine: Engine, token: str) -> Identity | None:
         else:
             if len(tokens) > 10_000:  # many tokens: start afresh rather than grow
                 tokens.clear()
-            tokens[digest] = (now, who)
+            tokens[digest] = (now, stamp, who)
     return who

@@ -10,7 +10,7 @@
 #   SLURM_TEST_GRES=split   instead, one GPU type a node: odd nodes 4 x a100, even nodes
 #                           4 x v100 (a heterogeneous cluster: node1 a100, node2 v100)
 #   SLURM_TEST_CPUS=N       CPUs advertised per node (default 64; faked via config_overrides)
-#   SLURM_TEST_WAIT=S       seconds to wait for nodes to become idle (default 60)
+#   SLURM_TEST_WAIT=S       seconds to wait for nodes to become idle (default 120)
 #   SLURM_TEST_GRES_CORES=0 omit Cores= in gres.conf (gres strings then lack "(S:0)")
 #   SLURM_TEST_CRED_EXPIRE  AuthInfo cred_expire (default 5 = minimum accepted by 22.05;
 #                           a requeued job cannot restart before cred_expire+1 s)
@@ -34,7 +34,7 @@ mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
 NNODES="${SLURM_TEST_NODES:-1}"
 NCPUS="${SLURM_TEST_CPUS:-64}"
-WAIT="${SLURM_TEST_WAIT:-60}"
+WAIT="${SLURM_TEST_WAIT:-120}"
 
 # ---------------------------------------------------------------- 1. install
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 \
@@ -238,14 +238,27 @@ for i in $(seq 1 "$NNODES"); do
 done
 
 deadline=$((SECONDS + WAIT))
+nudge=$((SECONDS + 15))
 while :; do
     states="$(sinfo -h -N -o '%N %T' 2>/dev/null || true)"
     notidle="$(echo "$states" | awk '$2!="idle" && $2!="mixed" && $2!="allocated"' )"
     if [ -n "$states" ] && [ -z "$notidle" ]; then break; fi
     if [ $SECONDS -ge $deadline ]; then
         log "nodes not idle after ${WAIT}s:"; echo "$states" >&2
-        tail -20 "$DIR"/log/*.log >&2
+        tail -n 20 "$DIR"/log/*.log >&2
         exit 1
+    fi
+    # on a loaded host a slurmd can miss its registration (node "unknown*"): every 15 s
+    # start again any that died, and ask the others to register now
+    if [ $SECONDS -ge $nudge ]; then
+        nudge=$((SECONDS + 15))
+        for n in $(echo "$notidle" | awk '{print $1}'); do
+            if ! pid_alive "$DIR/run/slurmd-$n.pid"; then
+                log "slurmd $n is gone: starting it again"
+                slurmd -f "$SLURM_CONF" -N "$n" || true
+            fi
+        done
+        scontrol reconfigure >/dev/null 2>&1 || true
     fi
     sleep 0.2
 done
