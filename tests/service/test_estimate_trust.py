@@ -127,3 +127,30 @@ def test_a_record_is_kept_walk_forward_and_survives_a_restart(tmp_path: Path) ->
     assert service.scheduler.jobs[again].spec.stated_weight == 0.2
     shown = site.client.get(f"/jobs/{again}/explain", headers=site.headers["bob"]).json()
     assert "stated estimates by this user count 20%" in shown["estimate"]["text"]
+
+
+def _cancelled_after(site: Site, user: str, stated: float, ran: float, at: float) -> float:
+    """One job of ``user`` stating ``stated`` s, cancelled by its owner after ``ran`` s."""
+    job = site.submit(user, {"command": ["work"], "gpus": 1, "estimate_s": stated})
+    site.at(at)
+    assert job in site.running()
+    site.now = at + ran
+    answer = site.client.delete(f"/jobs/{job}", headers=site.headers[user])
+    assert answer.json()["state"] == "stopping"
+    site.exit_stopped()
+    site.at(at + ran + 1)
+    assert site.row(job).state == "cancelled"
+    return at + ran + 1
+
+
+def test_cancelling_an_overrun_does_not_hide_it(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    moment = _cancelled_after(site, "bob", 1, 100, T0 + 1)  # ran 100x its statement
+    moment = _cancelled_after(site, "alice", 60, 10, moment + 1)  # cancelled early: unscored
+    late = site.submit("bob", {"command": ["wait"], "gpus": 1, "estimate_s": 1})
+    fair = site.submit("alice", {"command": ["wait"], "gpus": 1, "estimate_s": 60})
+    assert site.service.scheduler.jobs[late].spec.stated_weight == 0.33  # 0 of 1 within 2x
+    assert site.service.scheduler.jobs[fair].spec.stated_weight == PRIOR  # no record
+    service = site.restart()  # the record is rebuilt from the database alike
+    again = site.submit("bob", {"command": ["wait"], "gpus": 1, "estimate_s": 1})
+    assert service.scheduler.jobs[again].spec.stated_weight == 0.33

@@ -52,7 +52,7 @@ from ilucid.estimators.live import (
     training_set,
 )
 from ilucid.service.db import JobRow, ModelRow, make_engine
-from ilucid.service.estimate_trust import TrustBook, stated_history
+from ilucid.service.estimate_trust import TrustBook, overran, stated_history
 
 __all__ = ["DurationKeeper", "RefitRefused"]
 
@@ -208,6 +208,13 @@ class DurationKeeper:
             self.trust.observe(job.user, job.stated_estimate, duration)
         with self._lock:
             self._since_refit += 1
+
+    def ended_unfinished(self, job: JobSpec, ran: float) -> None:
+        """A job failed or was cancelled after running ``ran`` s: it does not join the
+        history, but a statement it ran past by more than 2x still joins its user's
+        record (cancelling an overrun does not hide it)."""
+        if job.stated_estimate is not None and overran(job.stated_estimate, ran):
+            self.trust.observe(job.user, job.stated_estimate, ran)
 
     # -- refits ------------------------------------------------------------------------
     def maybe_refit(self) -> None:

@@ -1,8 +1,9 @@
 """Duration estimates remembered by what they are made from.
 
 An estimate is a function of the model's version, the number of finished jobs
-(the fallback's note counts them) and the job's feature row: its request and what
-finished jobs say of its user and size. A duration model's explanation costs
+(the fallback's note counts them), the user's record of stated estimates (the
+note's clause) and the job's feature row: its request and what finished jobs say
+of its user and size. A duration model's explanation costs
 milliseconds, and a burst of submissions asks for the same few rows over and
 over; so the row is the key, and an estimate is made once per row per model.
 A finished job or a new model changes the key, never the answer for a key.
@@ -36,8 +37,10 @@ class EstimateMemo:
         # read before the row: a model installed meanwhile files its estimate under the
         # older version, which no later look-up asks for
         version, finished = live.version, live.finished_jobs
+        trust = self.durations.trust.trust(job.user)  # the note's clause on the user's record
         row = live.features(job)
-        key = (version, finished, tuple((name, _comparable(v)) for name, v in row.items()))
+        features = tuple((name, _comparable(v)) for name, v in row.items())
+        key = (version, finished, job.user, trust, features)
         with self._lock:
             known = self._known.get(key)
             if known is not None:

@@ -130,21 +130,31 @@ class TrustBook:
 
 
 def stated_history(session: Session) -> Iterator[tuple[str, float, float]]:
-    """``(user, stated, ran)`` of every succeeded job with a statement, in the order they
-    ended (what :class:`TrustBook` is filled from at start)."""
+    """``(user, stated, ran)`` of every scored job, in the order they ended (what
+    :class:`TrustBook` is filled from at start): each succeeded job with a statement,
+    and each failed or cancelled one that ran past :data:`WITHIN` x its statement (an
+    owner cannot hide an overrun by cancelling it)."""
     query = (
-        select(JobRow.user, JobRow.estimate_s, JobRow.first_start, JobRow.end_time)
+        select(JobRow.user, JobRow.state, JobRow.estimate_s, JobRow.first_start, JobRow.end_time)
         .where(
-            JobRow.state == "succeeded",
+            JobRow.state.in_(("succeeded", "failed", "cancelled")),
             JobRow.estimate_s.is_not(None),
             JobRow.first_start.is_not(None),
             JobRow.end_time.is_not(None),
         )
         .order_by(JobRow.end_time, JobRow.id)
     )
-    for user, stated, start, end in session.execute(query):
-        if stated is not None and start is not None and end is not None:
-            yield user, stated, max(0.0, end - start)
+    for user, state, stated, start, end in session.execute(query):
+        if stated is None or start is None or end is None:
+            continue  # the query's filter, for the type checker
+        ran = max(0.0, end - start)
+        if state == "succeeded" or overran(stated, ran):
+            yield user, stated, ran
+
+
+def overran(stated: float, ran: float) -> bool:
+    """Whether a job ran past :data:`WITHIN` x its statement (scored however it ended)."""
+    return ran > max(stated, MIN_ESTIMATE_S) * WITHIN
 
 
 def stated_of(estimate_s: float | None) -> float | None:

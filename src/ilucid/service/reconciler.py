@@ -383,6 +383,7 @@ class Reconciler:
                     "cancelled by its owner: its process is gone",
                     MoveDetail(exit_code=code),
                 )
+                self._scored_unfinished(row, now)
             elif current is Phase.STOPPING_PREEMPT:
                 self.store.transition(session, row, Phase.PENDING, gone, _PREEMPTED_GONE)
             else:  # started again while its old process stopped: launched now
@@ -424,6 +425,13 @@ class Reconciler:
         crash_point("end-recorded")
         if final is Phase.SUCCEEDED and row.first_start is not None:
             self.durations.finished(spec_of(row), max(0.0, now - row.first_start))
+        else:
+            self._scored_unfinished(row, now)
+
+    def _scored_unfinished(self, row: JobRow, now: float) -> None:
+        """A failed or cancelled job's overrun of its statement counts against its user."""
+        if row.first_start is not None and row.estimate_s is not None:
+            self.durations.ended_unfinished(spec_of(row), max(0.0, now - row.first_start))
 
     def _failed_attempt(
         self,
