@@ -90,17 +90,28 @@ def api(tmp_path: Path) -> Iterator[Api]:
         engine.dispose()
 
 
+class SlowPass:
+    """A thread that holds the service's lock, as a long pass does, until released."""
+
+    def __init__(self, service: SchedulerService) -> None:
+        held, self._release = threading.Event(), threading.Event()
+
+        def slow_pass() -> None:
+            with service.lock:
+                held.set()
+                self._release.wait(5)
+
+        self.thread = threading.Thread(target=slow_pass)
+        self.thread.start()
+        assert held.wait(10)
+
+    def release(self) -> None:
+        self._release.set()
+        self.thread.join(10)
+
+
 def test_a_slow_pass_holding_the_lock_stalls_neither_a_submission_nor_healthz(api: Api) -> None:
-    held, release = threading.Event(), threading.Event()
-
-    def slow_pass() -> None:
-        with api.service.lock:
-            held.set()
-            release.wait(5)
-
-    passing = threading.Thread(target=slow_pass)
-    passing.start()
-    assert held.wait(10)
+    passing = SlowPass(api.service)
     try:
         with ThreadPoolExecutor(1) as pool, api.client() as client:
             submitted = pool.submit(client.post, "/jobs", json=JOB)
@@ -109,10 +120,9 @@ def test_a_slow_pass_holding_the_lock_stalls_neither_a_submission_nor_healthz(ap
             health = httpx.get(f"{api.url}/healthz", timeout=30)
             healthz_s = time.perf_counter() - began
             answer = submitted.result(timeout=3)  # answered while the lock is still held
-            assert passing.is_alive(), "the slow pass ended before the submission was answered"
+            assert passing.thread.is_alive(), "the pass ended before the submission was answered"
     finally:
-        release.set()
-        passing.join(10)
+        passing.release()
     assert health.status_code == 200 and healthz_s < 0.5, f"/healthz took {healthz_s:.2f} s"
     assert answer.status_code == 201, answer.text
     job_id = answer.json()["id"]
@@ -162,22 +172,12 @@ def test_submissions_arriving_together_share_commits(api: Api) -> None:
 
 
 def test_a_cancel_right_after_an_answered_submission_wins_over_a_slow_pass(api: Api) -> None:
-    held, release = threading.Event(), threading.Event()
-
-    def slow_pass() -> None:
-        with api.service.lock:
-            held.set()
-            release.wait(5)
-
-    passing = threading.Thread(target=slow_pass)
-    passing.start()
-    assert held.wait(10)
+    passing = SlowPass(api.service)
     with ThreadPoolExecutor(1) as pool, api.client() as client:
         job_id = client.post("/jobs", json=JOB).json()["id"]  # answered: the lock is held
         cancelled = pool.submit(client.delete, f"/jobs/{job_id}")  # waits for the lock
         time.sleep(0.2)
-        release.set()
-        passing.join(10)
+        passing.release()
         assert cancelled.result(timeout=10).json()["state"] == "cancelled"
     for _ in range(3):
         api.service.reconcile()
