@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ilucid.core import POLICIES
+from ilucid.core import PROFILES
 from ilucid.core.policies import is_known
 from ilucid.settings.profile_file import is_profile_file
 
@@ -196,6 +196,10 @@ def estimate_seconds(text: str) -> float:
     return value
 
 
+def _named_profiles() -> str:
+    return ", ".join(n for n in PROFILES if n != "static-partition")
+
+
 def policy_list(text: str) -> list[str]:
     """``--policy fifo,sjf,my_site.toml``: known profiles (``static-partition:N`` too) or
     profile files, comma-separated (``simulate`` and ``whatif`` alike)."""
@@ -205,7 +209,7 @@ def policy_list(text: str) -> list[str]:
     unknown = [n for n in names if not is_known(n) and not is_profile_file(n)]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}, static-partition:N,"
+            f"unknown policy {unknown[0]!r}; known: {_named_profiles()}, static-partition:N,"
             " or a profile file (*.toml); `ilucid policies` lists them"
         )
     return names

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ilucid.cli.common import Command
 from ilucid.cli.tables import print_table, render_table
+from ilucid.core import PHASE_ORDER, PluginSpec, registered
 from ilucid.core.policies import DEFAULT_PROFILE, PROFILES
 from ilucid.traces import KNOWN_INFERENCE, KNOWN_TRACES, trace_dir
 from ilucid.traces.sources import expected_files, source_of
@@ -18,8 +20,8 @@ def _policies(args: argparse.Namespace) -> int:
     """One row per profile: the name ``--policy`` takes, where it runs, what it needs
     and what it does."""
     rows = []
-    for name, entry in PROFILES.items():
-        needs = entry.profile.needs
+    for name, profile in PROFILES.items():
+        needs = profile.needs
         where = "replay + serve" if needs.live and not needs.oracle else "replay"
         wants = [
             tag
@@ -33,9 +35,43 @@ def _policies(args: argparse.Namespace) -> int:
         shown = "static-partition:N" if name == "static-partition" else name
         if name == DEFAULT_PROFILE:
             shown += " (default)"
-        rows.append((shown, where, ", ".join(wants) or "-", entry.profile.summary))
+        rows.append((shown, where, ", ".join(wants) or "-", profile.summary))
     print_table(("POLICY", "RUNS IN", "NEEDS", "WHAT IT DOES"), rows, align="llll")
+    print()
+    made_of = [
+        (name, ", ".join(f"{r.name} ({r.point.value})" for r in p.plugins))
+        for name, p in PROFILES.items()
+    ]
+    print_table(("POLICY", "MADE OF (PLUGIN, PHASE)"), made_of, align="ll")
+    print()
+    plugins = sorted(registered().values(), key=lambda s: (PHASE_ORDER.index(s.phase), s.name))
+    print_table(
+        ("PLUGIN", "PHASE", "ARGUMENTS (DEFAULT)", "WHAT IT DOES"),
+        [(s.name, s.phase.value, _arguments(s), s.summary) for s in plugins],
+        align="llll",
+    )
     return 0
+
+
+def _arguments(spec: PluginSpec) -> str:
+    """``key=default`` for each argument the plugin reads (its decoded defaults)."""
+    try:
+        defaults = spec.defaults()
+    except ValueError:  # an argument without a default: it must be given
+        return "(required arguments)"
+    if not dataclasses.is_dataclass(defaults):
+        return "-"
+    shown = []
+    for item in dataclasses.fields(defaults):
+        value = getattr(defaults, item.name)
+        if isinstance(value, tuple):
+            value = ",".join(f"{v:g}" for v in value)
+        elif isinstance(value, dict) and not value:
+            value = "{}"
+        elif isinstance(value, float):
+            value = f"{value:g}"
+        shown.append(f"{item.name}={value}")
+    return ", ".join(shown) or "-"
 
 
 def _trace_folder() -> tuple[Path | None, str]:

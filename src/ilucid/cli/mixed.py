@@ -15,7 +15,8 @@ from ilucid.cli.common import Command
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import DEFAULT_PROFILE, TierConfig
+from ilucid.core.policies import DEFAULT_PROFILE
+from ilucid.core.policies.tiered import TierConfig
 from ilucid.settings.tier_settings import load_tier_config
 from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.traces import (

@@ -24,7 +24,7 @@ from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table, summary_rows
 from ilucid.core import Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler
+from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler, tiresias_overrides
 from ilucid.estimators.profiles import profile_dir
 from ilucid.settings.profile_file import resolve_policies
 from ilucid.sim import SimResult, summarize
@@ -258,10 +258,7 @@ def simulate_trace(
         if all(j.id != args.explain for j in jobs):
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
     if args.tiresias_interval is not None or args.tiresias_threshold is not None:
-        options.update(
-            tiresias_interval=args.tiresias_interval,
-            tiresias_threshold=args.tiresias_threshold,
-        )
+        options["overrides"] = tiresias_overrides(args.tiresias_interval, args.tiresias_threshold)
     with ProgressDisplay(policies) as progress:
         runs = run_policies(
             jobs, cluster, policies, config, options, args.processes, on_progress=progress.update

@@ -1,6 +1,36 @@
-"""The pure scheduling core: data model, placement, policies, decisions with reasons."""
+"""The pure scheduling core, and the extension surface a site's plugins import.
+
+Everything a plugin needs is exported here: the phases of a pass and their
+Protocols, the pass view, the registry decorator and argument reader, reasons,
+and job state. The submodules are the core's own implementation: import them
+only from inside ilucid (they may change between releases).
+"""
 
 from ilucid.core.decision import Action, Decision, Reason, ScorePart
+from ilucid.core.framework import (
+    PHASE_ORDER,
+    AdmissionFilter,
+    ArgReader,
+    BuildContext,
+    Needs,
+    NoArgs,
+    Packing,
+    PassView,
+    Phase,
+    PluginArgError,
+    PluginBase,
+    PluginRef,
+    PluginSpec,
+    Preemption,
+    Profile,
+    Profiling,
+    QueueOrder,
+    StarvationGuard,
+    VictimChoice,
+    plugin,
+    plugin_spec,
+    registered,
+)
 from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead
 from ilucid.core.model import (
     Cluster,
@@ -12,12 +42,16 @@ from ilucid.core.model import (
     PoolSpec,
     ProfileReport,
 )
-from ilucid.core.policies import POLICIES, make_policy
+from ilucid.core.policies import PROFILES, make_policy
 from ilucid.core.scheduler import Policy, PolicyBase, Scheduler, SchedulerConfig
 
 __all__ = [
-    "POLICIES",
+    "PHASE_ORDER",
+    "PROFILES",
     "Action",
+    "AdmissionFilter",
+    "ArgReader",
+    "BuildContext",
     "Cluster",
     "Decision",
     "Forecast",
@@ -25,16 +59,34 @@ __all__ = [
     "JobSpec",
     "JobState",
     "JobStatus",
+    "Needs",
+    "NoArgs",
     "Node",
+    "Packing",
+    "PassView",
+    "Phase",
     "Placement",
+    "PluginArgError",
+    "PluginBase",
+    "PluginRef",
+    "PluginSpec",
     "Policy",
     "PolicyBase",
     "PoolSpec",
+    "Preemption",
+    "Profile",
     "ProfileReport",
+    "Profiling",
+    "QueueOrder",
     "Reason",
     "RestoreOverhead",
     "Scheduler",
     "SchedulerConfig",
     "ScorePart",
+    "StarvationGuard",
+    "VictimChoice",
     "make_policy",
+    "plugin",
+    "plugin_spec",
+    "registered",
 ]

@@ -1,74 +1,56 @@
-"""The profiles a live service may run, built for a live cluster.
+"""The profiles a live service may run, built through the registry as a live context.
 
 A live scheduler never knows true durations, so only profiles the registry
-marks ``live`` qualify. Lucid is built for a small live host: its profiling
-pool is one node (the backend's profiler node), allowed to be half the nodes,
-and the profiling run lasts ``profile_limit_s``. The ``--tiers`` file (reserve,
-quotas, starvation bound) configures ``tiered`` and the default profile alike.
+marks ``live`` qualify (a site's registered profile among them). Being live is
+context, not a branch: the replan plan re-plans at every pass, Lucid's profiling
+pool is the backend's one profiler node, and without a metrics source no job is
+profiled. ``--profile-limit`` sets the profiling run of the built-in profiles;
+the ``--tiers`` file configures the default profile and ``tiered``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from ilucid.core import Policy, make_policy
-from ilucid.core.policies import (
-    DEFAULT_PROFILE,
-    PROFILES,
-    DefaultConfig,
-    DefaultPolicy,
-    TierConfig,
-    TieredPolicy,
-    live_cadence,
-)
-from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
+from ilucid.core import BuildContext, Policy
+from ilucid.core.policies import DEFAULT_PROFILE, live_profiles, make_policy, tier_overrides
+from ilucid.core.policies.tiered import TierConfig
 
-__all__ = ["LIVE_POLICIES", "TIER_PROFILES", "live_policy_factory"]
+__all__ = ["TIER_PROFILES", "live_context", "live_policy_factory"]
 
-#: Profiles a live service may run, the default first.
-LIVE_POLICIES = (
-    DEFAULT_PROFILE,
-    *(n for n, e in PROFILES.items() if e.profile.needs.live and n != DEFAULT_PROFILE),
-)
 #: Profiles a ``--tiers`` file configures.
 TIER_PROFILES = (DEFAULT_PROFILE, "tiered")
+
+
+def live_context(
+    name: str,
+    profile_limit_s: float = 300.0,
+    tiers: TierConfig | None = None,
+    profiling: bool = True,
+) -> BuildContext:
+    """How the service builds ``name``: its own settings as plugin arguments."""
+    overrides: dict[str, Mapping[str, object]] = {
+        f"{DEFAULT_PROFILE}/first-run": {"limit_s": profile_limit_s},
+        "lucid/profiling-pool": {"limit_s": profile_limit_s},
+    }
+    if tiers is not None and name in TIER_PROFILES:
+        overrides.update(tier_overrides(tiers, name))
+    return BuildContext(live=True, profiling=profiling, overrides=overrides)
 
 
 def live_policy_factory(
     profile_limit_s: float = 300.0, tiers: TierConfig | None = None, profiling: bool = True
 ) -> Callable[[str], Policy]:
-    """``make_policy`` for a live service; refuses profiles that need true durations.
+    """Build a live profile by name; refuses profiles that need true durations.
 
     ``profiling`` is False when the service has no metrics source: a profiling run
-    would then measure nothing and only cost the job a restart, so the default
-    profile starts jobs straight away (and never packs). A live default profile
-    re-plans at every pass: the reconcile loop's ``--interval`` is its cadence,
-    where a replay waits for 60 s boundaries.
-    """
+    would then measure nothing and only cost the job a restart, so no profile
+    profiles (and the default never packs)."""
 
     def build(name: str) -> Policy:
-        if name not in LIVE_POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(LIVE_POLICIES)}, not {name!r}")
-        if name == "lucid":
-            return LucidPolicy(
-                LucidConfig(
-                    profile_limit_s=profile_limit_s,
-                    profiler_nodes=1,
-                    profiler_min_nodes=1,
-                    profiler_max_nodes=1,
-                    profiler_max_share=0.5,
-                ),
-                "lucid",
-            )
-        if name == "tiered" and tiers is not None:
-            return TieredPolicy(tiers)
-        if name == DEFAULT_PROFILE:
-            base = DefaultConfig.from_tiers(tiers) if tiers is not None else DefaultConfig()
-            limit = profile_limit_s if profiling else None
-            return DefaultPolicy(
-                live_cadence(dataclasses.replace(base, profile_limit_s=limit), True)
-            )
-        return make_policy(name)
+        allowed = live_profiles()
+        if name not in allowed:
+            raise ValueError(f"policy must be one of {', '.join(allowed)}, not {name!r}")
+        return make_policy(name, live_context(name, profile_limit_s, tiers, profiling))
 
     return build

@@ -6,11 +6,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
+from ilucid.core.policies import live_profiles
 from ilucid.service.access import Live, Who, identity
 from ilucid.service.duration_keeper import RefitRefused
 from ilucid.service.edge import PolicyBody, query_number
 from ilucid.service.history import export_history
-from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.metrics_export import render_metrics
 
 __all__ = ["REFIT_MAX_WAIT_S", "router"]
@@ -23,15 +23,16 @@ router = APIRouter()
 
 @router.get("/policy")
 def get_policy(who: Who, service: Live) -> dict[str, Any]:
-    return {"policy": service.policy_name, "allowed": list(LIVE_POLICIES)}
+    return {"policy": service.policy_name, "allowed": list(live_profiles())}
 
 
 @router.put("/policy")
 def set_policy(body: PolicyBody, who: Who, service: Live) -> dict[str, str]:
     if not who.admin:
         raise HTTPException(403, "only an admin may change the policy")
-    if body.policy not in LIVE_POLICIES:
-        raise HTTPException(422, f"policy must be one of {', '.join(LIVE_POLICIES)}")
+    allowed = live_profiles()
+    if body.policy not in allowed:
+        raise HTTPException(422, f"policy must be one of {', '.join(allowed)}")
     service.set_policy(body.policy)
     return {"policy": body.policy}
 

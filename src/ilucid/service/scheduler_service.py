@@ -44,7 +44,7 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
-from ilucid.core.policies import needs_profiler
+from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler
 from ilucid.estimators.live import DurationEstimate
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.core_inbox import CoreLock, Inbox
@@ -93,7 +93,7 @@ class SchedulerService:
         self,
         engine: Engine,
         backend: Backend,
-        policy: str = "tiered",
+        policy: str = DEFAULT_PROFILE,
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
         metrics: MetricsSource | None = None,

@@ -38,20 +38,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ilucid.core.framework import ExtensionPoint, Needs, PluginRef, Profile, QueueOrder
-from ilucid.core.policies import (
-    PROFILES,
-    BuildOptions,
-    DefaultConfig,
-    DefaultPolicy,
-    ProfileEntry,
-    live_cadence,
-    register_profile,
-)
-from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
+from ilucid.core.framework import Needs, NoArgs, Phase, PluginRef, PluginSpec, Profile, register
+from ilucid.core.policies import PROFILES, default_plugins, register_profile
+from ilucid.core.policies.default import DefaultConfig
+from ilucid.core.policies.rule import FunctionOrder
 from ilucid.core.quota import TenantQuota
 from ilucid.core.rules import PriorityRule, RuleError
-from ilucid.core.scheduler import Policy
+from ilucid.settings.plugin_profile import plugin_list_profile
+from ilucid.settings.profile_locator import Locator as _Locator
 from ilucid.settings.tier_settings import read_toml
 
 __all__ = [
@@ -91,19 +85,12 @@ _SETTINGS: Mapping[str, Any] = {
 }
 _TENANT: Mapping[str, Any] = {"guaranteed": int, "borrow_limit": int, "weight": float}
 _QUEUE_ORDER: Mapping[str, Any] = {"rule": str, "entry_point": str, "reserve_training": float}
-_SECTIONS = ("profile", "settings", "queue_order")
+_SECTIONS = ("profile", "settings", "queue_order", "plugin")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: of those, the ones ``false`` turns off (their fields are ``X | None``)
 _OPTIONAL = frozenset({"profile_limit_s", "preemption_limit"})
 
-Q, A, P, S, PR, PK = (
-    ExtensionPoint.QUEUE_ORDER,
-    ExtensionPoint.ADMISSION,
-    ExtensionPoint.PREEMPTION,
-    ExtensionPoint.STARVATION_GUARD,
-    ExtensionPoint.PROFILING,
-    ExtensionPoint.PACKING,
-)
+Q, INFERENCE, PL = Phase.QUEUE_ORDER, Phase.INFERENCE, Phase.PLAN
 
 
 class ProfileFileError(ValueError):
@@ -115,14 +102,16 @@ def is_profile_file(name: str) -> bool:
     return name.lower().endswith(".toml")
 
 
-def load_profile(path: Path | str) -> ProfileEntry:
+def load_profile(path: Path | str) -> Profile:
     """Read a profile file into a registry entry (not registered: see :func:`resolve_policy`)."""
     path = Path(path)
     text, data = read_toml(path, ProfileFileError)
-    where = _Locator(path, text)
+    where = _Locator(path, text, ProfileFileError)
     for key, value in data.items():
         if key not in _SECTIONS:
             raise where.error("", key, f"unknown section; known: {', '.join(_SECTIONS)}")
+        if key == "plugin" and isinstance(value, list):
+            continue
         if not isinstance(value, dict):
             raise where.error("", key, f"must be a table ([{key}])")
     head = data.get("profile")
@@ -145,6 +134,15 @@ def load_profile(path: Path | str) -> ProfileEntry:
             "name",
             f"{name!r} is already a registered profile; give this profile a new name",
         )
+    if "plugin" in data:
+        if "base" in head or "settings" in data or "queue_order" in data:
+            raise where.error(
+                "",
+                "plugin",
+                "a profile with [[plugin]] tables lists all its plugins: no base,"
+                " [settings] or [queue_order]",
+            )
+        return plugin_list_profile(where, path, name, head.get("summary"), data["plugin"])
     base = head.get("base", "ilucid")
     if base not in BASES:
         raise where.error("profile", "base", f"must be one of {', '.join(BASES)}, got {base!r}")
@@ -185,11 +183,14 @@ def resolve_policy(name: str, _loaded: dict[Path, str] | None = None) -> str:
     key = path.resolve()
     if _loaded is not None and key in _loaded:
         return _loaded[key]
-    entry = load_profile(path)
-    register_profile(entry)
+    profile = load_profile(path)
+    try:
+        register_profile(profile)
+    except ValueError as exc:  # a plugin refused its arguments, or the plan its parts
+        raise ProfileFileError(f"{path}: {exc}") from None
     if _loaded is not None:
-        _loaded[key] = entry.profile.name
-    return entry.profile.name
+        _loaded[key] = profile.name
+    return profile.name
 
 
 def resolve_policies(names: Iterable[str]) -> list[str]:
@@ -201,7 +202,7 @@ def resolve_policies(names: Iterable[str]) -> list[str]:
 # -- base = "ilucid": the default profile with the site's settings ----------------------
 def _settings_profile(
     where: _Locator, name: str, summary: str | None, table: Mapping[str, Any]
-) -> ProfileEntry:
+) -> Profile:
     values: dict[str, Any] = {}
     for key, value in _check_keys(where, "settings", table, _SETTINGS).items():
         if value is None:  # ``false``: off
@@ -226,67 +227,8 @@ def _settings_profile(
             shown = ", ".join(filter(None, [shown, f"quotas for {', '.join(values['quotas'])}"]))
         summary = "the default profile" + (f" with {shown}" if shown else "")
 
-    def build(options: BuildOptions) -> Policy:
-        return DefaultPolicy(live_cadence(config, options.live), name)
-
     needs = Needs(estimates=True, profiler=config.profile_limit_s is not None)
-    profile = Profile(name, summary, _default_plugins(config), needs)
-    return ProfileEntry(profile, build)
-
-
-def _default_plugins(config: DefaultConfig) -> tuple[PluginRef, ...]:
-    """The default profile's plugins, each with the arguments ``config`` gives it."""
-    guard: dict[str, float | str | bool] = {
-        "after_s": config.starve_after_s,
-        "rewait_after_s": config.rewait_after_s,
-        "slice_s": config.guard_slice_s,
-    }
-    least_loss: dict[str, float | str | bool] = {"for": "inference"}
-    if config.preemption_limit is not None:
-        least_loss["preemption_limit"] = float(config.preemption_limit)
-    quota: dict[str, float | str | bool] = (
-        {"tenants": ",".join(config.quotas)} if config.quotas else {}
-    )
-    profiling: tuple[PluginRef, ...] = ()
-    if config.profile_limit_s is not None:  # without profiling nothing is packed either
-        profiling = (
-            PluginRef(
-                PR,
-                "first-run",
-                {
-                    "limit_s": config.profile_limit_s,
-                    "max_gpus": float(config.profile_max_gpus),
-                    "probe": float(config.profile_probe),
-                },
-            ),
-            PluginRef(
-                PK,
-                "indolent",
-                {
-                    "max_score": 2.0,
-                    "scan": float(config.pack_scan),
-                    "assume_gpu_memory_gb": config.assume_gpu_memory_gb,
-                },
-            ),
-        )
-    return (
-        PluginRef(S, "wait-bound", guard),
-        PluginRef(A, "training-reserve", {"reserve": config.reserve_training}),
-        PluginRef(A, "tenant-quota", quota),
-        PluginRef(P, "least-loss", least_loss),
-        PluginRef(Q, "leveled-estimate", {"levels": ",".join(_shown(t) for t in config.levels)}),
-        PluginRef(
-            P,
-            "replan",
-            {
-                "restore_aware": True,
-                "lead_per_error": config.lead_per_error,
-                "error_window": float(config.error_window),
-                "interval_s": config.replan_interval_s,
-            },
-        ),
-        *profiling,
-    )
+    return Profile(name, summary, default_plugins(config), needs)
 
 
 def _tenant(where: _Locator, tenant: str, table: object) -> TenantQuota:
@@ -306,7 +248,7 @@ def _tenant(where: _Locator, tenant: str, table: object) -> TenantQuota:
 # -- base = "rule": inference first, then training by the site's own order --------------
 def _rule_profile(
     where: _Locator, name: str, summary: str | None, table: Mapping[str, Any]
-) -> ProfileEntry:
+) -> Profile:
     section = "queue_order"
     values = _check_keys(where, section, table, _QUEUE_ORDER)
     reserve = values.get("reserve_training", 0.2)
@@ -319,36 +261,45 @@ def _rule_profile(
             section if not has_rule else "entry_point",
             'give exactly one of rule = "..." and entry_point = "..."',
         )
-    order: QueueOrder
     if has_rule:
         try:
             rule = PriorityRule.parse(values["rule"])
         except RuleError as exc:
             raise where.error(section, "rule", str(exc)) from None
-        order = RuleOrder(rule)
-        plugin = PluginRef(Q, "rule", {"rule": rule.text})
+        order = PluginRef(Q, "rule", {"rule": rule.text})
         shown = f"rule `{rule.text}`"
     else:
         entry_point = values["entry_point"]
         function = _entry_point(where, entry_point)
-        order = FunctionOrder(function, f"entry point `{entry_point}`")
-        plugin = PluginRef(Q, "entry-point", {"group": ENTRY_POINT_GROUP, "name": entry_point})
+        order = PluginRef(Q, _function_order(entry_point, function))
         shown = f"entry point `{entry_point}` ({ENTRY_POINT_GROUP})"
     if summary is None:
         summary = (
             f"inference first with a {reserve:.0%} training reserve; training by {shown},"
             " lowest first, ranked afresh every pass; not preemptive"
         )
-
-    def build(_: BuildOptions) -> Policy:
-        return RulePolicy(name, order, reserve)
-
     plugins = (
-        PluginRef(A, "training-reserve", {"reserve": reserve}),
-        PluginRef(P, "least-loss", {"for": "inference"}),
-        plugin,
+        PluginRef(INFERENCE, "inference-first", {"reserve": reserve}),
+        order,
+        PluginRef(PL, "in-order"),
     )
-    return ProfileEntry(Profile(name, summary, plugins, Needs(estimates=True)), build)
+    return Profile(name, summary, plugins, Needs(estimates=True))
+
+
+def _function_order(entry_point: str, function: Callable[[Mapping[str, float]], float]) -> str:
+    """Register the priority function as a queue-order plugin; its registry name."""
+    name = f"{ENTRY_POINT_GROUP}:{entry_point}"
+    order = FunctionOrder(function, f"entry point `{entry_point}`")
+    register(
+        PluginSpec(
+            name,
+            Q,
+            f"priority function {entry_point} ({ENTRY_POINT_GROUP})",
+            NoArgs.decode,
+            lambda _args, _context, _parts: order,
+        )
+    )
+    return name
 
 
 def _entry_point(where: _Locator, name: str) -> Callable[[Mapping[str, float]], float]:
@@ -428,41 +379,3 @@ def _shown(value: object) -> str:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return "[" + ",".join(_shown(v) for v in value) + "]"
     return str(value)
-
-
-class _Locator:
-    """Finds the line of a key for error messages (tomllib reports lines only for syntax)."""
-
-    _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    @staticmethod
-    def _dotted(header: str) -> str:
-        return ".".join(part.strip().strip("\"'") for part in header.split("."))
-
-    def line_of(self, section: str, key: str | None) -> int:
-        """The line of ``key`` in ``[section]`` (``""``: the top), else of the header, else 1."""
-        current = ""
-        header_line: int | None = None
-        pattern = re.compile(rf"^\s*[\"']?{re.escape(key or '')}[\"']?\s*=")
-        for number, line in enumerate(self.lines, start=1):
-            match = self._HEADER.match(line)
-            if match:
-                current = self._dotted(match.group(1))
-                if key is None and current == section:
-                    return number
-                if current == section:
-                    header_line = number
-                if not section and key is not None and current.split(".")[0] == key:
-                    return number  # an unknown or misplaced section: its header
-                continue
-            if key is not None and current == section and pattern.match(line):
-                return number
-        return header_line or 1
-
-    def error(self, section: str, key: str | None, message: str) -> ProfileFileError:
-        field = ".".join(part for part in (section, key) if part)
-        return ProfileFileError(f"{self.path}:{self.line_of(section, key)}: {field}: {message}")

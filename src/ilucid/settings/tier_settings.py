@@ -25,7 +25,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ilucid.core.policies import TierConfig
+from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import TenantQuota
 
 __all__ = ["TierSettingsError", "load_tier_config", "read_toml"]

@@ -15,16 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ilucid.core import Cluster, JobClass, JobSpec, Policy, SchedulerConfig
+from ilucid.core import BuildContext, Cluster, JobClass, JobSpec, SchedulerConfig
 from ilucid.core.policies import (
     DEFAULT_PROFILE,
-    DefaultConfig,
-    DefaultPolicy,
-    TierConfig,
-    TieredPolicy,
     make_policy,
     needs_estimates,
+    tier_overrides,
 )
+from ilucid.core.policies.tiered import TierConfig
 from ilucid.sim.engine import JobRecord, SimResult, simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
@@ -103,7 +101,7 @@ def size_static_partition(
 
     def p99(nodes: int) -> float:
         if nodes not in cache:
-            policy = TieredPolicy(TierConfig(static_inference_nodes=nodes))
+            policy = make_policy(f"static-partition:{nodes}")
             result = simulate(inference, cluster, policy, config)
             cache[nodes] = class_summary(result)["p99_tts"]
         return cache[nodes]
@@ -129,18 +127,18 @@ _task_payload: (
 ) = None
 
 
+#: the profiles a scenario's tiers configure
+_TIERED = (DEFAULT_PROFILE, "tiered")
+
+
 def _run_task(task: tuple[str, str, bool]) -> MixedRun:
     label, policy_name, training_only = task
     assert _task_payload is not None
     mixed, training, cluster, config, predict_every, tiers = _task_payload
     jobs = training if training_only else mixed
-    policy: Policy
-    if policy_name == "tiered":
-        policy = TieredPolicy(tiers)
-    elif policy_name == DEFAULT_PROFILE:
-        policy = DefaultPolicy(DefaultConfig.from_tiers(tiers))
-    else:
-        policy = make_policy(policy_name)
+    # the tiers configure the profile under test, not the baselines beside it
+    overrides = tier_overrides(tiers, policy_name) if policy_name in _TIERED else {}
+    policy = make_policy(policy_name, BuildContext(overrides=overrides))
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy_name) else None
     try:
         world = profiling_world(policy_name, annotator)

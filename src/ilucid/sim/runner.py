@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ilucid.core import Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
+from ilucid.core import BuildContext, Cluster, Forecast, JobSpec, SchedulerConfig, make_policy
 from ilucid.core.policies import needs_estimates, needs_forecasts, needs_profiler
 from ilucid.estimators.live import format_estimate
 from ilucid.estimators.profiles import profile_dir
@@ -107,7 +107,7 @@ def _replay(
     options_explain = {"job": options.pop("explain", None)}
     annotator: WalkForwardEstimates | None = None
     try:
-        policy = make_policy(name, **options)
+        policy = make_policy(name, BuildContext(overrides=options.get("overrides", {})))
         annotator = WalkForwardEstimates(jobs) if needs_estimates(name) else None
         world: World | None = None
         forecasts: list[tuple[float, Forecast]] = []
@@ -152,7 +152,7 @@ def run_policies(
     config = config or SchedulerConfig()
     options = options or {}
     for name in policies:
-        make_policy(name, **{k: v for k, v in options.items() if k != "explain"})
+        make_policy(name, BuildContext(overrides=options.get("overrides", {})))
     workers = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
     global _payload, _lucid_inputs
     _payload = (jobs, cluster, config, options)

@@ -53,7 +53,9 @@ from ilucid.core import (
     Scheduler,
     SchedulerConfig,
 )
-from ilucid.core.policies.default import DefaultPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPlan
+from ilucid.core.policies.inference_tier import InferenceTier
+from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.sim.engine import Replay, SimResult
 from ilucid.sim.replay_types import Annotator, World
@@ -103,8 +105,8 @@ class ShardStats:
         return (total - self.passes) / self.passes if self.passes else 0.0
 
 
-class ReachableDefault(DefaultPolicy):
-    """The default profile for one of several schedulers: it re-plans within the GPUs it
+class _ReachablePlan(DefaultPlan):
+    """The default plan for one of several schedulers: it re-plans within the GPUs it
     can reach (the free ones and its own jobs'), not the whole cluster.
 
     Unchanged, each scheduler's re-plan hands out every GPU of the cluster to its own
@@ -115,6 +117,17 @@ class ReachableDefault(DefaultPolicy):
 
     def _capacity(self, step: SchedulingPass) -> float:
         return min(super()._capacity(step), float(step.free.free_total) + self._running.total)
+
+
+class ReachableDefault(InferenceRouter):
+    """The default profile, its training lane re-planned within reach (above)."""
+
+    def __init__(self) -> None:
+        plan = _ReachablePlan(DefaultConfig())
+        tier = InferenceTier(
+            plan.config.reserve_training, preemption_limit=plan.config.preemption_limit
+        )
+        super().__init__(plan.name, tier, plan)
 
 
 class ShardedScheduler(Scheduler):

@@ -20,7 +20,7 @@ from typing import Any
 
 from ilucid.core import Cluster, JobClass, JobSpec, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.core.policies import is_known
+from ilucid.core.policies import is_known, tiresias_overrides
 from ilucid.settings.profile_file import is_profile_file, resolve_policy
 from ilucid.sim import summarize
 from ilucid.sim.mixed import class_summary
@@ -146,9 +146,8 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         )
         options: dict[str, Any] = {}
         if settings.tiresias_interval is not None or settings.tiresias_threshold is not None:
-            options.update(
-                tiresias_interval=settings.tiresias_interval,
-                tiresias_threshold=settings.tiresias_threshold,
+            options["overrides"] = tiresias_overrides(
+                settings.tiresias_interval, settings.tiresias_threshold
             )
         with _REPLAY, warnings.catch_warnings():
             # in a Dask worker joblib runs the estimators' fits in one job (as in the

@@ -21,8 +21,8 @@ from typing import Any
 from ilucid.cli.common import URL_FILE
 from ilucid.cli.serve.host import db_url, migrate_or_refuse, private_data_dir
 from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
-from ilucid.core.policies import BuildOptions, ProfileEntry, register_profile
-from ilucid.core.scheduler import Policy
+from ilucid.core import Profile
+from ilucid.core.policies import live_profiles, register_profile
 from ilucid.service.job_accounts import parse_uid_range
 from ilucid.settings.profile_file import is_profile_file, load_profile
 
@@ -81,20 +81,20 @@ def _who_runs_jobs(backend: Any, dynamic_uids: str) -> str:
     )
 
 
-def _read_policy(args: argparse.Namespace) -> tuple[ProfileEntry | None, Any]:
+def _read_policy(args: argparse.Namespace) -> tuple[Profile | None, Any]:
     """The site's profile file (registered, ``args.policy`` set to its name) or a live
     profile's name, and the ``--tiers`` file; read before anything starts, so a bad
     file stops here."""
-    from ilucid.service.live_policies import LIVE_POLICIES, TIER_PROFILES
+    from ilucid.service.live_policies import TIER_PROFILES
 
     site = None
     if is_profile_file(args.policy):
         site = load_profile(args.policy)
         register_profile(site)
-        args.policy = site.profile.name
-    elif args.policy not in LIVE_POLICIES:
+        args.policy = site.name
+    if args.policy not in live_profiles():
         raise ValueError(
-            f"--policy must be one of {', '.join(LIVE_POLICIES)}, or a profile file (*.toml)"
+            f"--policy must be one of {', '.join(live_profiles())}, or a profile file (*.toml)"
         )
     if args.tiers is None:
         return site, None
@@ -190,7 +190,7 @@ def _service(
     engine: Any,
     backend: Any,
     gpus: Any,
-    site: ProfileEntry | None,
+    site: Profile | None,
     tiers: Any,
     packing: Any,
 ) -> tuple[Any, Any]:
@@ -215,7 +215,7 @@ def _service(
             backend,
             policy=args.policy,
             metrics=metrics,
-            policy_factory=_with_site(factory, site),
+            policy_factory=factory,
             packing=packing,
             packing_source=str(args.packing_model or ""),
             durations=durations,
@@ -340,17 +340,6 @@ def _say_stopping(engine: Any) -> None:
 def _count(count: int, noun: str) -> str:
     """``1 job``, ``2 jobs``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _with_site(
-    factory: Callable[[str], Policy], site: ProfileEntry | None
-) -> Callable[[str], Policy]:
-    """``factory``, which also builds the site's profile from ``--policy FILE.toml``."""
-    if site is None:
-        return factory
-    name = site.profile.name
-    live = BuildOptions(live=True)
-    return lambda policy: site.build(live) if policy == name else factory(policy)
 
 
 def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:

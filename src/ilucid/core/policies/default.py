@@ -40,18 +40,19 @@ from dataclasses import dataclass, field
 from ilucid.core.decision import Reason
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
-from ilucid.core.model import JobClass, ProfileReport
+from ilucid.core.model import ProfileReport
 from ilucid.core.picklable import picklable
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import ReplanningPolicy
+from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.policies.start_words import WhyStart
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
 
-__all__ = ["DefaultConfig", "DefaultPolicy", "LeveledEstimateOrder"]
+__all__ = ["DefaultConfig", "DefaultPlan", "DefaultPolicy", "LeveledEstimateOrder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +130,8 @@ class DefaultConfig:
             raise ValueError(f"error_window must be >= 1, got {self.error_window}")
 
 
-class DefaultPolicy(ReplanningPolicy):
-    """Starvation guard, inference first, then the leveled estimate re-plan."""
+class DefaultPlan(ReplanningPolicy):
+    """Starvation guard, then the leveled estimate re-plan, profiling and packing."""
 
     def __init__(self, config: DefaultConfig | None = None, name: str = "ilucid") -> None:
         self.config = config or DefaultConfig()
@@ -142,11 +143,8 @@ class DefaultPolicy(ReplanningPolicy):
         )
         super().__init__(name, order, self.config.replan_interval_s)
         self.leveled = order
-        self._why: dict[int, Reason] = {}  # inference and starvation reasons
+        self._why: dict[int, Reason] = {}  # starvation reasons
         self._refused: dict[int, Reason] = {}  # quota refusals of the last pass
-        self.inference = InferenceTier(
-            self.config.reserve_training, self._why, preemption_limit=self.config.preemption_limit
-        )
         self.quotas = QuotaBook(self.config.quotas)
         self._training_running: dict[int, JobState] = {}
         self._due: list[tuple[float, int, float]] = []  # (starves at, seq, queued since)
@@ -170,18 +168,12 @@ class DefaultPolicy(ReplanningPolicy):
         heapq.heappush(self._due, (job.since + after, job.seq, job.since))
 
     def on_submitted(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.submitted(job)
-            return
         super().on_submitted(job, now)
         self._watch(job)
 
     def on_started(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
         self._refused.pop(job.seq, None)
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.started(job)
-            return
         super().on_started(job, now)
         self._training_running[job.seq] = job
         self.quotas.add(job.spec.tenant, job.spec.num_gpus)
@@ -189,9 +181,6 @@ class DefaultPolicy(ReplanningPolicy):
             self._packable_add(job)
 
     def on_preempted(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:  # never by decision: it vanished
-            self.inference.requeued(job)
-            return
         super().on_preempted(job, now)
         del self._training_running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
@@ -215,17 +204,11 @@ class DefaultPolicy(ReplanningPolicy):
     def on_withdrawn(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
         self._refused.pop(job.seq, None)
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.withdrawn(job)
-            return
         super().on_withdrawn(job, now)
         self.leveled.forget_starving(job.seq)
 
     def on_finished(self, job: JobState, now: float) -> None:
         self._dirty = True
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.finished(job)
-            return
         super().on_finished(job, now)
         del self._training_running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
@@ -381,21 +364,20 @@ class DefaultPolicy(ReplanningPolicy):
             )
             self._dirty = True
 
-    def schedule(self, step: SchedulingPass) -> None:
+    def prepare(self, step: SchedulingPass) -> None:
+        """Promote starving jobs before inference moves (so it sees them protected)."""
         self._promote_starving(step.now)
-        if self.inference.pending:
-            before = len(self.inference.pending)
-            self.inference.admit(step, self._victims)
-            if len(self.inference.pending) != before:
-                self._dirty = True
-        else:
-            self.inference.settle(step)
+
+    def inference_changed(self) -> None:
+        self._dirty = True
+
+    def schedule(self, step: SchedulingPass) -> None:
         replans = self.replans
         super().schedule(step)
         if self.replans != replans and self.config.profile_limit_s is not None:
             self._pack(step)
 
-    def _victims(self) -> Iterator[JobState]:
+    def victims(self) -> Iterator[JobState]:
         """Running training jobs inference may stop: all but those sharing GPUs."""
         return (j for j in self._training_running.values() if j.seq not in self._pairs)
 
@@ -419,7 +401,8 @@ class DefaultPolicy(ReplanningPolicy):
         )
 
     def _capacity(self, step: SchedulingPass) -> float:
-        return float(step.free.cluster.total_gpus - self.inference.used)
+        held = self.inference.used if self.inference is not None else 0.0
+        return float(step.free.cluster.total_gpus - held)
 
     def _admits_all(self) -> bool:
         return not self.config.quotas
@@ -446,20 +429,21 @@ class DefaultPolicy(ReplanningPolicy):
         return step.try_start(job, why, SERVING_POOL, limit)
 
     # -- questions ---------------------------------------------------------------
-    def pending_order(self) -> Iterator[JobState]:
-        yield from list(self.inference.pending)
-        yield from super().pending_order()
-
-    def queue_position(self, job: JobState, now: float) -> int | None:
-        if job.status is not JobStatus.PENDING:
-            return None
-        if job.spec.job_class is JobClass.INFERENCE:
-            return 1 + self.inference.pending.index(job)
-        position = super().queue_position(job, now)
-        return None if position is None else position + len(self.inference.pending)
-
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq) or self._refused.get(job.seq)
+
+
+class DefaultPolicy(InferenceRouter):
+    """The default profile built directly: the inference tier and :class:`DefaultPlan`."""
+
+    def __init__(self, config: DefaultConfig | None = None, name: str = "ilucid") -> None:
+        plan = DefaultPlan(config, name)
+        tier = InferenceTier(
+            plan.config.reserve_training, preemption_limit=plan.config.preemption_limit
+        )
+        super().__init__(name, tier, plan)
+        self.config = plan.config
+        self.quotas = plan.quotas
 
 
 picklable(DefaultConfig)

@@ -36,7 +36,7 @@ class InferenceTier:
     def __init__(
         self,
         reserve_training: float,
-        why: dict[int, Reason],
+        why: dict[int, Reason] | None = None,
         static: bool = False,
         preempts: bool = True,
         preemption_limit: int | None = None,
@@ -47,7 +47,7 @@ class InferenceTier:
         self.preemption_limit = preemption_limit
         self.pending: list[JobState] = []  # oldest first
         self.used: float = 0.0  # GPUs inference holds (a share of one GPU as its fraction)
-        self._why = why  # shared with the owning policy: one reason per waiting job
+        self.why: dict[int, Reason] = {} if why is None else why  # one per waiting job
         self._on_node: dict[int, int] = {}  # node index -> GPUs inference holds there
         self._serving: dict[int, Placement] = {}  # running inference jobs' placements
         self._vacated: set[int] = set()  # nodes whose last service ended since the last pass
@@ -57,9 +57,11 @@ class InferenceTier:
         self.pending.append(job)
 
     def withdrawn(self, job: JobState) -> None:
+        self.why.pop(job.seq, None)
         self.pending.remove(job)
 
     def started(self, job: JobState) -> None:
+        self.why.pop(job.seq, None)
         self.pending.remove(job)
         self.used += job.spec.gpu_share
         self._count(job, +1)
@@ -117,7 +119,7 @@ class InferenceTier:
             gpus = job.spec.num_gpus
             # (with no reserve, a full cluster is a matter of room: said below)
             if self.used + job.spec.gpu_share > cap and (self.static or self.reserve_training):
-                self._why[job.seq] = Reason(
+                self.why[job.seq] = Reason(
                     "TrainingReserve",
                     f"inference holds {self.used:g}/{total} GPUs; starting it would"
                     f" break the {self.reserve_training:.0%} reserve kept for training",
@@ -126,7 +128,7 @@ class InferenceTier:
                 continue
             if self.static:
                 if not step.try_start(job, "inference: starts at once in its pool", INFERENCE_POOL):
-                    self._why[job.seq] = Reason(
+                    self.why[job.seq] = Reason(
                         "InferencePoolFull",
                         f"no {gpus} free GPU(s) among the {INFERENCE_POOL} nodes",
                         {"needs": float(gpus)},
@@ -139,7 +141,7 @@ class InferenceTier:
                     if job.spec.gpu_milli < 1000
                     else ""
                 )
-                self._why[job.seq] = Reason(
+                self.why[job.seq] = Reason(
                     "NoPreemptible",
                     f"no free GPUs{shared}, and preempting training or best-effort jobs frees"
                     " none that it could use"

@@ -30,7 +30,8 @@ from ilucid.core.free_gpus import FreeGpus
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
 from ilucid.core.picklable import picklable
-from ilucid.core.scheduler import PolicyBase, SchedulingPass
+from ilucid.core.policies.plan import PlanBase
+from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.wait_words import PROFILER, plural
 
 __all__ = ["PROFILER_POOL", "LucidConfig", "LucidPolicy", "TunerAction"]
@@ -77,7 +78,7 @@ class _State:
     pairs: dict[int, JobState] = field(default_factory=dict)
 
 
-class LucidPolicy(PolicyBase):
+class LucidPolicy(PlanBase):
     """See the module docstring."""
 
     def __init__(self, config: LucidConfig | None = None, name: str = "lucid") -> None:

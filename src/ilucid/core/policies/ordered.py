@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 
 from ilucid.core.jobs import JobState
 from ilucid.core.model import DEFAULT_ESTIMATE_S
-from ilucid.core.scheduler import PolicyBase, SchedulingPass
+from ilucid.core.policies.plan import PlanBase
+from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DEFAULT_ESTIMATE_S", "OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
 
@@ -36,7 +37,7 @@ def sjf_key(job: JobState) -> tuple[float, ...]:
     return (job.spec.duration, job.seq)
 
 
-class OrderedPolicy(PolicyBase):
+class OrderedPolicy(PlanBase):
     """Start jobs in a static order; never preempt."""
 
     def __init__(

@@ -24,13 +24,14 @@ from collections.abc import Iterator
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobSpec
+from ilucid.core.policies.plan import PlanBase
 from ilucid.core.policies.replan_orders import (
     EstimateOrder,
     ReplanOrder,
     SrtfOrder,
     TiresiasOrder,
 )
-from ilucid.core.scheduler import PolicyBase, SchedulingPass
+from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
 from ilucid.core.wait_words import plural
 
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-class ReplanningPolicy(PolicyBase):
+class ReplanningPolicy(PlanBase):
     """Greedy quota re-planning over a dynamic order (see module docstring)."""
 
     def __init__(self, name: str, order: ReplanOrder, interval: float = 0.0) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ilucid.core.decision import Reason
@@ -41,12 +41,14 @@ from ilucid.core.model import JobClass
 from ilucid.core.picklable import picklable
 from ilucid.core.policies.draining import Drainer
 from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL, InferenceTier
+from ilucid.core.policies.plan import PlanBase
+from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.policies.tenant_queue import Bucket, Entry, TenantQueue, bucket_of
 from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
-from ilucid.core.scheduler import PolicyBase, SchedulingPass
+from ilucid.core.scheduler import SchedulingPass
 
-__all__ = ["INFERENCE_POOL", "TierConfig", "TieredPolicy"]
+__all__ = ["INFERENCE_POOL", "TierConfig", "TieredPlan", "TieredPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ class TierConfig:
             raise ValueError(f"preemption_limit must be >= 0, got {self.preemption_limit}")
 
 
-class TieredPolicy(PolicyBase):
+class TieredPlan(PlanBase):
     """Inference first, training reserve, tenant guarantees, weighted fair share."""
 
     def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
@@ -104,13 +106,6 @@ class TieredPolicy(PolicyBase):
         self._jobs: dict[int, JobState] = {}
         self._running: dict[int, JobState] = {}  # training and best-effort
         self._why: dict[int, Reason] = {}
-        self.inference = InferenceTier(
-            self.config.reserve_training,
-            self._why,
-            static=self.static,
-            preempts=self.config.inference_preempts,
-            preemption_limit=self.config.preemption_limit,
-        )
         self._pools_set = False
         config = self.config
         self.drainer = Drainer(
@@ -138,33 +133,21 @@ class TieredPolicy(PolicyBase):
 
     def on_submitted(self, job: JobState, now: float) -> None:
         self._jobs[job.seq] = job
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.submitted(job)
-        else:
-            self._queue(job)
+        self._queue(job)
 
     def on_started(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.started(job)
-            return
         self._unqueue(job)
         self._running[job.seq] = job
         self.quotas.add(job.spec.tenant, job.spec.num_gpus)
 
     def on_preempted(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:  # never by decision: it vanished
-            self.inference.requeued(job)
-            return
         del self._running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
         self._queue(job)
 
     def on_withdrawn(self, job: JobState, now: float) -> None:
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.withdrawn(job)
-        else:
-            self._unqueue(job)
+        self._unqueue(job)
         del self._jobs[job.seq]
         self._key.pop(job.seq, None)
         self._why.pop(job.seq, None)
@@ -172,9 +155,6 @@ class TieredPolicy(PolicyBase):
     def on_finished(self, job: JobState, now: float) -> None:
         del self._jobs[job.seq]
         self._key.pop(job.seq, None)
-        if job.spec.job_class is JobClass.INFERENCE:
-            self.inference.finished(job)
-            return
         del self._running[job.seq]
         self.quotas.remove(job.spec.tenant, job.spec.num_gpus)
 
@@ -184,34 +164,29 @@ class TieredPolicy(PolicyBase):
     # -- questions ---------------------------------------------------------------
     def pending_order(self) -> Iterator[JobState]:
         """Pending jobs in the order a pass considers them (fair share left aside)."""
-        yield from list(self.inference.pending)
         for entry in heapq.merge(*(queue.in_order() for queue in self._pending.values())):
             yield self._jobs[entry[2]]
 
     def queue_position(self, job: JobState, now: float) -> int | None:
         if job.status is not JobStatus.PENDING:
             return None
-        if job.spec.job_class is JobClass.INFERENCE:
-            return 1 + self.inference.pending.index(job)
         key = self._key[job.seq]
         ahead = sum(queue.ahead_of(key) for queue in self._pending.values())
-        return 1 + len(self.inference.pending) + ahead
+        return 1 + ahead
 
     def _reason(self, job: JobState) -> Reason | None:
         return self._why.get(job.seq)
 
-    def inference_limit(self, total_gpus: int) -> int:
-        """Most GPUs inference may hold: the rest is the training reserve."""
-        return self.inference.limit(total_gpus)
-
     # -- decisions -----------------------------------------------------------------
-    def schedule(self, step: SchedulingPass) -> None:
+    def prepare(self, step: SchedulingPass) -> None:
+        """A static partition's pools are set before inference first looks for room."""
         if self.static and not self._pools_set:
             self._set_pools(step)
-        if self.inference.pending:
-            self.inference.admit(step, self._running.values)
-        else:
-            self.inference.settle(step)
+
+    def victims(self) -> Iterable[JobState]:
+        return self._running.values()
+
+    def schedule(self, step: SchedulingPass) -> None:
         if self.config.quotas:
             self._reclaim_guarantees(step)
         if self._pending:
@@ -428,3 +403,24 @@ class _FillScan:
 
 
 picklable(TierConfig)
+
+
+class TieredPolicy(InferenceRouter):
+    """``tiered`` (or a static partition) built directly: the inference tier and
+    :class:`TieredPlan`."""
+
+    def __init__(self, config: TierConfig | None = None, name: str | None = None) -> None:
+        plan = TieredPlan(config, name)
+        tier = InferenceTier(
+            plan.config.reserve_training,
+            static=plan.static,
+            preempts=plan.config.inference_preempts,
+            preemption_limit=plan.config.preemption_limit,
+        )
+        super().__init__(plan.name, tier, plan)
+        self.config = plan.config
+        self.quotas = plan.quotas
+
+    def inference_limit(self, total_gpus: int) -> int:
+        """Most GPUs inference may hold: the rest is the training reserve."""
+        return self.inference.limit(total_gpus)
