@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import pytest
 
 from ilucid.core import Cluster, JobClass, JobSpec, ProfileReport, Scheduler, make_policy
-from ilucid.core.policies import DefaultConfig, DefaultPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPlan, DefaultPolicy
+from ilucid.core.policies.router import InferenceRouter
 from ilucid.sim import JobRecord, simulate
 
 #: re-plan at every event, so the times below are the events' own (the default waits
@@ -153,7 +154,9 @@ def test_training_is_replanned_on_60_s_boundaries_and_inference_at_once() -> Non
 
 
 def test_the_registry_builds_the_default_profile_by_name() -> None:
-    assert isinstance(make_policy("ilucid"), DefaultPolicy)
+    policy = make_policy("ilucid")
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, DefaultPlan)
+    assert policy.training.config == DefaultConfig()  # the plugins' arguments are its config
 
 
 @pytest.mark.parametrize("levels", [(100.0, 50.0), (0.0,), (-1.0, 5.0)])

@@ -11,7 +11,7 @@ import pytest
 
 from ilucid.core import Cluster, JobSpec, Scheduler
 from ilucid.core.decision import Reason
-from ilucid.core.policies import DefaultConfig, DefaultPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 
 
 def test_a_deferred_sentence_is_written_once_and_equals_the_plain_reason() -> None:

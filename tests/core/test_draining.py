@@ -10,8 +10,8 @@ import pytest
 
 from ilucid.core import Cluster, JobSpec
 from ilucid.core.jobs import JobState
-from ilucid.core.policies import TierConfig, TieredPolicy
 from ilucid.core.policies.draining import Drainer
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.sim import simulate
 
 

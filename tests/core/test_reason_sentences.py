@@ -12,10 +12,11 @@ from ilucid.core import Cluster, JobClass, JobSpec, Node, Placement, Scheduler, 
 from ilucid.core.decision import ScorePart
 from ilucid.core.free_gpus import UNAVAILABLE_POOL, FreeGpus
 from ilucid.core.placement import ConsolidatingPlacer, explain_unplaceable
-from ilucid.core.policies import DefaultConfig, DefaultPolicy, TierConfig, TieredPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 from ilucid.core.policies.draining import DRAINED_POOL_PREFIX
 from ilucid.core.policies.inference_tier import INFERENCE_POOL, SERVING_POOL
 from ilucid.core.policies.lucid import PROFILER_POOL, LucidConfig, LucidPolicy
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.core.wait_words import (
     DRAINED_PREFIX,

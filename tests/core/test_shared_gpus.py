@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ilucid.core import Cluster, JobClass, JobSpec, Node, Placement, Scheduler, make_policy
 from ilucid.core.free_gpus import FULL_GPU, FreeGpus
 from ilucid.core.placement import ConsolidatingPlacer
-from ilucid.core.policies import TierConfig, TieredPolicy
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.topology import TopologyPlacer
 
 INFERENCE = JobClass.INFERENCE

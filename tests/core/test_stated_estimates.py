@@ -12,7 +12,7 @@ import math
 import pytest
 
 from ilucid.core import Cluster, JobSpec, JobState, Placement
-from ilucid.core.policies import DefaultConfig, DefaultPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import EstimateOrder, estimate_srtf
 from ilucid.core.stated_estimate import blend, claim_ends, standing

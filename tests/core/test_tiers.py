@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, SchedulerConfig
 from ilucid.core.expected_start import FreeProfile, project_starts
-from ilucid.core.policies import TierConfig, TieredPolicy, make_policy
+from ilucid.core.policies import make_policy
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.sim import simulate
 

@@ -9,7 +9,7 @@ its node into a serving node; training may use that node's free GPUs.
 from __future__ import annotations
 
 from ilucid.core import Cluster, JobClass, JobSpec, Scheduler
-from ilucid.core.policies import DefaultConfig, DefaultPolicy
+from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 
 
 def _serving_and_training(training_gpus: int) -> Scheduler:

@@ -36,11 +36,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.core.policies import live_profiles
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.edge import MAX_BODY_BYTES
-from ilucid.service.live_policies import LIVE_POLICIES
 from ilucid.service.scheduler_service import JobRequest, SchedulerService
 
 FIELDS = ["command", "gpus", "class", "estimate_s", "checkpoint_s", "cwd"]
@@ -409,7 +409,7 @@ def send_path(api: Api, value: tuple[str, str, str]) -> httpx.Response:
 
 policy_bodies = st.tuples(
     st.one_of(
-        st.fixed_dictionaries({"policy": st.sampled_from(list(LIVE_POLICIES)) | hostile_text}),
+        st.fixed_dictionaries({"policy": st.sampled_from(list(live_profiles())) | hostile_text}),
         st.fixed_dictionaries({"policy": json_values | number_tokens}),
         st.dictionaries(hostile_text, json_values, max_size=3),
         json_values,

@@ -17,16 +17,12 @@ import httpx
 import pytest
 
 from ilucid.core import Cluster, JobSpec, Scheduler
-from ilucid.core.framework import ExtensionPoint, Needs, PluginRef
-from ilucid.core.policies import (
-    POLICIES,
-    PROFILES,
-    BuildOptions,
-    DefaultConfig,
-    DefaultPolicy,
-    make_policy,
-)
-from ilucid.core.policies.rule import FunctionOrder, RuleOrder, RulePolicy
+from ilucid.core.framework import Needs, Phase, PluginRef
+from ilucid.core.policies import PROFILES, build_profile, make_policy
+from ilucid.core.policies.default import DefaultConfig, DefaultPlan
+from ilucid.core.policies.in_order import InOrderPlan
+from ilucid.core.policies.router import InferenceRouter
+from ilucid.core.policies.rule import FunctionOrder, RuleOrder
 from ilucid.core.quota import TenantQuota
 from ilucid.settings.profile_file import (
     ENTRY_POINT_GROUP,
@@ -80,12 +76,10 @@ JOBS = [
 @pytest.fixture(autouse=True)
 def _registry() -> Iterator[None]:
     """Profiles a test registers leave with it."""
-    profiles, policies = dict(PROFILES), dict(POLICIES)
+    profiles = dict(PROFILES)
     yield
     PROFILES.clear()
     PROFILES.update(profiles)
-    POLICIES.clear()
-    POLICIES.update(policies)
 
 
 def _write(tmp_path: Path, text: str, name: str = "site.toml") -> Path:
@@ -130,7 +124,7 @@ def test_a_rule_file_orders_training_by_its_rule(tmp_path: Path) -> None:
     b = 7200/(1+4500/3600) = 3,200, d = 5000/(1+1100/3600) = 3,829.79: b runs
     4600-5600, d 5600-6100 (FIFO would run b, c, d; SJF by estimate c, d, b)."""
     entry = load_profile(_write(tmp_path, RULE_FILE))
-    result = simulate(JOBS, Cluster.homogeneous(1, 1), entry.build(BuildOptions()))
+    result = simulate(JOBS, Cluster.homogeneous(1, 1), build_profile(entry))
     assert result.policy == "my-site"
     by_id = {r.id: r for r in result.records}
     assert {j: (r.first_start, r.jct) for j, r in by_id.items()} == {
@@ -143,7 +137,7 @@ def test_a_rule_file_orders_training_by_its_rule(tmp_path: Path) -> None:
 
 def test_a_rule_profiles_reasons_give_the_rule_its_value_and_inputs(tmp_path: Path) -> None:
     entry = load_profile(_write(tmp_path, RULE_FILE))
-    scheduler = Scheduler(Cluster.homogeneous(1, 1), entry.build(BuildOptions()))
+    scheduler = Scheduler(Cluster.homogeneous(1, 1), build_profile(entry))
     for job in JOBS:
         scheduler.submit(job, job.submit_time)
         scheduler.schedule(job.submit_time)
@@ -167,34 +161,34 @@ def test_a_rule_profiles_reasons_give_the_rule_its_value_and_inputs(tmp_path: Pa
 
 def test_a_rule_profile_lists_its_plugins_and_needs_estimates(tmp_path: Path) -> None:
     entry = load_profile(_write(tmp_path, RULE_FILE))
-    profile = entry.profile
+    profile = entry
     assert (profile.name, profile.summary) == ("my-site", "GPU-seconds, discounted by hours waited")
     assert profile.needs == Needs(estimates=True)
-    assert profile.plugin(ExtensionPoint.QUEUE_ORDER) == PluginRef(
-        ExtensionPoint.QUEUE_ORDER, "rule", {"rule": RULE}
+    assert profile.plugin(Phase.QUEUE_ORDER) == PluginRef(Phase.QUEUE_ORDER, "rule", {"rule": RULE})
+    assert profile.plugin(Phase.INFERENCE) == PluginRef(
+        Phase.INFERENCE, "inference-first", {"reserve": 0.25}
     )
-    assert profile.plugin(ExtensionPoint.ADMISSION) == PluginRef(
-        ExtensionPoint.ADMISSION, "training-reserve", {"reserve": 0.25}
-    )
-    policy = entry.build(BuildOptions())
-    assert isinstance(policy, RulePolicy) and isinstance(policy.order, RuleOrder)
+    assert profile.plugin(Phase.PLAN) == PluginRef(Phase.PLAN, "in-order")
+    policy = build_profile(entry)
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, InOrderPlan)
+    assert isinstance(policy.training.order, RuleOrder)
     assert policy.inference.reserve_training == 0.25
 
 
 # -- a settings profile on the default ----------------------------------------------------
 def test_a_settings_file_builds_the_default_profile_with_its_settings(tmp_path: Path) -> None:
     entry = load_profile(_write(tmp_path, SETTINGS_FILE))
-    policy = entry.build(BuildOptions())
-    assert isinstance(policy, DefaultPolicy)
+    policy = build_profile(entry)
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, DefaultPlan)
     assert policy.name == "long-jobs"
-    config = policy.config
+    config = policy.training.config
     assert config.levels == (3600.0, 36000.0)
     assert config.starve_after_s == 43200.0
     assert config.preemption_limit == 3
     assert config.replan_interval_s == 0.0
     assert dict(config.quotas) == {"vision": TenantQuota(guaranteed=8, weight=2.0)}
     assert config.reserve_training == 0.2  # not in the file: the default's
-    profile = entry.profile
+    profile = entry
     assert profile.summary == (
         "the default profile with starve_after_s=43200, levels=[3600,36000],"
         " preemption_limit=3, replan_interval_s=0, quotas for vision"
@@ -203,32 +197,31 @@ def test_a_settings_file_builds_the_default_profile_with_its_settings(tmp_path: 
     assert profile.needs == Needs(estimates=True, profiler=True)
     assert [(p.point.value, p.name) for p in profile.plugins] == [
         ("starvation_guard", "wait-bound"),
-        ("admission", "training-reserve"),
+        ("inference", "inference-first"),
         ("admission", "tenant-quota"),
-        ("preemption", "least-loss"),
         ("queue_order", "leveled-estimate"),
-        ("preemption", "replan"),
         ("profiling", "first-run"),
         ("packing", "indolent"),
+        ("plan", "replan"),
     ]
-    assert profile.plugin(ExtensionPoint.QUEUE_ORDER) == PluginRef(
-        ExtensionPoint.QUEUE_ORDER, "leveled-estimate", {"levels": "3600,36000"}
-    )
-    guard = profile.plugin(ExtensionPoint.STARVATION_GUARD)
+    order = profile.plugin(Phase.QUEUE_ORDER)
+    assert order is not None and order.args["levels"] == "3600,36000"
+    guard = profile.plugin(Phase.STARVATION_GUARD)
     assert guard is not None and guard.args["after_s"] == 43200.0
-    least_loss = profile.plugins[3]
-    assert least_loss.args == {"for": "inference", "preemption_limit": 3.0}
+    inference = profile.plugins[1]
+    assert inference.args == {"reserve": 0.2, "preemption_limit": 3}
 
 
 def test_false_turns_an_optional_setting_off(tmp_path: Path) -> None:
     text = '[profile]\nname = "no-profiling"\n[settings]\nprofile_limit_s = false\n'
     entry = load_profile(_write(tmp_path, text))
-    policy = entry.build(BuildOptions())
-    assert isinstance(policy, DefaultPolicy) and policy.config.profile_limit_s is None
-    assert entry.profile.needs == Needs(estimates=True)  # no profiler, nothing packed
-    assert entry.profile.plugin(ExtensionPoint.PROFILING) is None
-    assert entry.profile.plugin(ExtensionPoint.PACKING) is None
-    assert entry.profile.summary == "the default profile with profile_limit_s=off"
+    policy = build_profile(entry)
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, DefaultPlan)
+    assert policy.training.config.profile_limit_s is None
+    assert entry.needs == Needs(estimates=True)  # no profiler, nothing packed
+    assert entry.plugin(Phase.PROFILING) is None
+    assert entry.plugin(Phase.PACKING) is None
+    assert entry.summary == "the default profile with profile_limit_s=off"
     with pytest.raises(ProfileFileError, match=r":4: settings\.levels: must be an array"):
         load_profile(_write(tmp_path, text.replace("profile_limit_s", "levels")))
 
@@ -236,8 +229,9 @@ def test_false_turns_an_optional_setting_off(tmp_path: Path) -> None:
 def test_a_registered_file_is_built_by_name_and_read_once(tmp_path: Path) -> None:
     path = str(_write(tmp_path, SETTINGS_FILE))
     assert resolve_policies(["fifo", path, path]) == ["fifo", "long-jobs", "long-jobs"]
-    assert isinstance(make_policy("long-jobs"), DefaultPolicy)
-    assert "long-jobs" in POLICIES
+    policy = make_policy("long-jobs")
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, DefaultPlan)
+    assert "long-jobs" in PROFILES
     with pytest.raises(ProfileFileError, match=r":2: profile\.name: 'long-jobs' is already"):
         load_profile(path)  # now registered: a second file may not take the name
 
@@ -263,12 +257,11 @@ def test_an_entry_point_orders_by_the_installed_function(
         '[queue_order]\nentry_point = "small-first"\n'
     )
     entry = load_profile(_write(tmp_path, text))
-    policy = entry.build(BuildOptions())
-    assert isinstance(policy, RulePolicy) and isinstance(policy.order, FunctionOrder)
-    assert entry.profile.plugin(ExtensionPoint.QUEUE_ORDER) == PluginRef(
-        ExtensionPoint.QUEUE_ORDER,
-        "entry-point",
-        {"group": ENTRY_POINT_GROUP, "name": "small-first"},
+    policy = build_profile(entry)
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, InOrderPlan)
+    assert isinstance(policy.training.order, FunctionOrder)
+    assert entry.plugin(Phase.QUEUE_ORDER) == PluginRef(
+        Phase.QUEUE_ORDER, f"{ENTRY_POINT_GROUP}:small-first"
     )
     # 2 nodes x 2 GPUs, all busy with x until 100; queued: y (2 GPUs, oldest), z and w
     # (1 GPU each; z older). Keys at 100: z = 1e6 - 90, w = 1e6 - 80, y = 2e6 - 95.
@@ -303,7 +296,7 @@ def test_an_entry_point_orders_by_the_installed_function(
         (
             "reserve_training = 0.25",
             "reserve_training = 0.25\n[scoring]\nweight = 1",
-            ":10: scoring: unknown section; known: profile, settings, queue_order",
+            ":10: scoring: unknown section; known: profile, settings, queue_order, plugin",
         ),
         (
             "reserve_training = 0.25",

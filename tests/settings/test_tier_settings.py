@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ilucid.core import Cluster, JobSpec, Scheduler
-from ilucid.core.policies import TieredPolicy
+from ilucid.core.policies.router import InferenceRouter
+from ilucid.core.policies.tiered import TieredPlan
 from ilucid.core.quota import TenantQuota
 from ilucid.service.live_policies import live_policy_factory
 from ilucid.settings.tier_settings import TierSettingsError, load_tier_config
@@ -89,7 +90,7 @@ def test_the_live_service_runs_tiered_with_the_files_quotas(tmp_path: Path) -> N
     # says so, although 2 of the 4 GPUs are idle
     path = _write(tmp_path, "[tenants.speech]\nguaranteed = 2\nborrow_limit = 0\n")
     policy = live_policy_factory(tiers=load_tier_config(path))("tiered")
-    assert isinstance(policy, TieredPolicy)
+    assert isinstance(policy, InferenceRouter) and isinstance(policy.training, TieredPlan)
     scheduler = Scheduler(Cluster.homogeneous(1, 4), policy)
     for k in range(3):
         scheduler.submit(JobSpec(f"s{k}", 0, 1, 100, estimate=100, tenant="speech"), 0)

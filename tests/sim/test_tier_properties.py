@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ilucid.core import Cluster, JobClass, JobSpec, Placement, Scheduler, SchedulerConfig
-from ilucid.core.policies import TierConfig, TieredPolicy
+from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.quota import TenantQuota
 from ilucid.sim import simulate
 

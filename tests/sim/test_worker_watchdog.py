@@ -8,19 +8,22 @@ import multiprocessing as mp
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
 from ilucid.core import Cluster, JobSpec
-from ilucid.core.policies import (
-    POLICIES,
-    PROFILES,
-    BuildOptions,
-    Policy,
-    ProfileEntry,
-    register_profile,
+from ilucid.core.framework import (
+    BuildContext,
+    NoArgs,
+    Part,
+    Phase,
+    PluginRef,
+    PluginSpec,
+    plugin_spec,
+    register,
 )
+from ilucid.core.policies import PROFILES, register_profile
 from ilucid.sim.forked import WorkerStuck, forked_map, run_forked
 from ilucid.sim.runner import run_policies
 
@@ -76,19 +79,22 @@ def lingering_profile() -> Iterator[str]:
     """fifo, under a name whose build leaves a lingering child in a worker process (a
     site's profile could); built in the test's own process, it leaves none."""
     here = os.getpid()
-    fifo = PROFILES["fifo"]
+    head_of_line = plugin_spec("head-of-line")
 
-    def build(options: BuildOptions) -> Policy:
+    def build(args: object, context: BuildContext, parts: Sequence[Part]) -> object:
         if os.getpid() != here:
             mp.get_context("fork").Process(target=_linger, args=(os.getpid(),)).start()
-        return fifo.build(options)
+        return head_of_line.build(args, context, parts)
 
+    register(PluginSpec("lingering-head-of-line", Phase.PLAN, "lingers", NoArgs.decode, build))
     name = "lingers"
-    register_profile(ProfileEntry(dataclasses.replace(fifo.profile, name=name), build))
+    fifo = PROFILES["fifo"]
+    plugins = (fifo.plugins[0], PluginRef(Phase.PLAN, "lingering-head-of-line"))
+    register_profile(dataclasses.replace(fifo, name=name, plugins=plugins))
     try:
         yield name
     finally:
-        del PROFILES[name], POLICIES[name]
+        del PROFILES[name]
 
 
 @pytest.mark.timeout(120)
