@@ -13,7 +13,7 @@ from ilucid.core import Cluster, JobClass, JobSpec, Scheduler, SchedulerConfig
 from ilucid.core.expected_start import FreeProfile, project_starts
 from ilucid.core.policies import TierConfig, TieredPolicy, make_policy
 from ilucid.core.quota import TenantQuota
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 INFERENCE = JobClass.INFERENCE
 

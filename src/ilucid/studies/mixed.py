@@ -25,11 +25,12 @@ from ilucid.core.policies import (
     make_policy,
     needs_estimates,
 )
-from ilucid.sim.engine import JobRecord, SimResult, simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
 from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
+from ilucid.sim.replay_types import JobRecord, SimResult
 
 __all__ = [
     "DEFAULT_CHECKPOINT_S",

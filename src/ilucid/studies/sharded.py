@@ -55,8 +55,8 @@ from ilucid.core import (
 )
 from ilucid.core.policies.default import DefaultPolicy
 from ilucid.core.scheduler import SchedulingPass
-from ilucid.sim.engine import Replay, SimResult
-from ilucid.sim.replay_types import Annotator, World
+from ilucid.sim.engine import Replay
+from ilucid.sim.replay_types import Annotator, SimResult, World
 
 __all__ = [
     "ReachableDefault",
