@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ilucid.cli.mixed import run_mixed_command
-from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S
+from ilucid.cli.study.mixed import run_mixed_command
+from ilucid.studies.mixed import DEFAULT_CHECKPOINT_S
 from ilucid.traces import trace_dir
 
 SCENARIOS = (

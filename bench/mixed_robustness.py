@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ilucid.core import RestoreOverhead, SchedulerConfig
-from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, size_static_partition
+from ilucid.studies.mixed import DEFAULT_CHECKPOINT_S, size_static_partition
 from ilucid.sweep import (
     Grid,
     Perturbation,
@@ -76,7 +76,7 @@ def main() -> int:
         print("bench/mixed_robustness.py needs ILUCID_TRACE_DIR", file=sys.stderr)
         return 2
     shifts = tuple(int(d) for d in args.shifts.split(","))
-    # sized as `ilucid mixed` sizes it (bench/mixed.py): 73 x 8 GPUs for itp-04
+    # sized as `ilucid study mixed` sizes it (bench/mixed.py): 73 x 8 GPUs for itp-04
     settings = Settings(
         limit=args.limit,
         checkpoint_s=DEFAULT_CHECKPOINT_S,

@@ -2,11 +2,11 @@
 
 Run with ``make bench-placement`` (needs ``ILUCID_TRACE_DIR``):
 
-1. ``ilucid fragmentation --variants all``: best-fit, worst-fit and fgd on every
+1. ``ilucid study fragmentation --variants all``: best-fit, worst-fit and fgd on every
    Alibaba v2023 pod list with the trace's 1,213 GPU nodes;
-2. ``ilucid hybrid --trace itp-04``: on-prem only vs bursting at two values of
+2. ``ilucid study hybrid --trace itp-04``: on-prem only vs bursting at two values of
    waiting time (1 and 10 per GPU-hour; cloud at 2.5 per GPU-hour, 300 s start-up);
-3. ``ilucid hetero --trace itp-04``: V100/P100/K80 thirds with Gavel's speeds,
+3. ``ilucid study hetero --trace itp-04``: V100/P100/K80 thirds with Gavel's speeds,
    type-blind vs fastest-type-first.
 """
 
@@ -23,12 +23,13 @@ def run() -> int:
         print("bench/placement.py needs ILUCID_TRACE_DIR (the public traces)", file=sys.stderr)
         return 2
     failed = 0
+    out = "out/bench-placement"
     for argv in (
-        ["fragmentation", "--variants", "all", "--out", "out/bench-placement/fragmentation"],
-        ["hybrid", "--trace", "itp-04", "--out", "out/bench-placement/hybrid"],
-        ["hetero", "--trace", "itp-04", "--out", "out/bench-placement/hetero"],
+        ["study", "fragmentation", "--variants", "all", "--out", f"{out}/fragmentation"],
+        ["study", "hybrid", "--trace", "itp-04", "--out", f"{out}/hybrid"],
+        ["study", "hetero", "--trace", "itp-04", "--out", f"{out}/hetero"],
     ):
-        print(f"\n== ilucid {' '.join(argv[:3])} ==", flush=True)
+        print(f"\n== ilucid {' '.join(argv[:4])} ==", flush=True)
         failed += main(argv) != 0
     return 1 if failed else 0
 

@@ -9,7 +9,7 @@ ilucid`` does (the trace's cluster size convention, walk-forward estimates,
 the Lucid workload profiles when ``ILUCID_PROFILE_DIR`` or ``profiles`` beside
 the traces exists), but with N copies of the default profile's core, each
 owning the jobs whose id hashes to it, all seeing the whole cluster (see
-:mod:`ilucid.sim.sharded`). Two modes per N:
+:mod:`ilucid.studies.sharded`). Two modes per N:
 
 * ``optimistic``: every scheduler decides on the same snapshot, commits are
   serialized in a random (seeded) order, a start whose GPUs were taken by an
@@ -21,7 +21,7 @@ owning the jobs whose id hashes to it, all seeing the whole cluster (see
 
 Each mode runs with the default profile unchanged in every scheduler (its
 re-plan hands out the whole cluster's GPUs to its own jobs), and with
-``+reach`` (:class:`ilucid.sim.sharded.ReachableDefault`: it re-plans within
+``+reach`` (:class:`ilucid.studies.sharded.ReachableDefault`: it re-plans within
 the free GPUs and its own jobs'); ``--capacity`` picks one (``reachable`` by
 default). On two shared cores the default run takes about an hour on Philly,
 most of it N = 8; the unchanged profile's N = 4 runs take about 20 minutes
@@ -50,7 +50,7 @@ from ilucid.estimators.profiles import profile_dir
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.lucid_world import LucidWorld
 from ilucid.sim.metrics import percentile
-from ilucid.sim.sharded import ReachableDefault, ShardStats, simulate_sharded
+from ilucid.studies.sharded import ReachableDefault, ShardStats, simulate_sharded
 from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace, trace_dir
 
 

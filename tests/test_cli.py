@@ -300,6 +300,7 @@ def test_mixed_compares_the_profile_static_and_fifo(tmp_path: Path, policy: str)
     (tmp_path / "dlrm.csv").write_text("\n".join([header, *rows]) + "\n")
     out = tmp_path / "mixed"
     result = run_cli(
+        "study",
         "mixed",
         "--trace",
         str(training),
@@ -327,7 +328,7 @@ def test_mixed_compares_the_profile_static_and_fifo(tmp_path: Path, policy: str)
 
 def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:
     training = write_trace(tmp_path / "train.csv", ["a,0,1,10"])
-    result = run_cli("mixed", "--trace", str(training), "--share", "1.5")
+    result = run_cli("study", "mixed", "--trace", str(training), "--share", "1.5")
     assert result.returncode == 2
     assert "--share must be in (0, 1)" in result.stderr
 
@@ -335,7 +336,14 @@ def test_mixed_rejects_a_bad_share(tmp_path: Path) -> None:
 def test_mixed_passes_the_preemption_limit_to_tiered(tmp_path: Path) -> None:
     training = write_trace(tmp_path / "train.csv", ["a,0,1,10"])
     result = run_cli(
-        "mixed", "--trace", str(training), "--inference", "none", "--preemption-limit", "-1"
+        "study",
+        "mixed",
+        "--trace",
+        str(training),
+        "--inference",
+        "none",
+        "--preemption-limit",
+        "-1",
     )
     assert result.returncode == 2
     assert "preemption_limit must be >= 0, got -1" in result.stderr
@@ -346,7 +354,7 @@ def test_mixed_and_serve_refuse_a_bad_tiers_file_before_running(tmp_path: Path) 
     tiers = tmp_path / "tiers.toml"
     tiers.write_text("[tenants.vision]\nguaranteed = 4\nweight = 0\n", encoding="utf-8")
     result = run_cli(
-        "mixed", "--trace", str(training), "--inference", "none", "--tiers", str(tiers)
+        "study", "mixed", "--trace", str(training), "--inference", "none", "--tiers", str(tiers)
     )
     assert result.returncode == 2
     assert f"{tiers}:3: tenants.vision.weight: weight must be > 0, got 0.0" in result.stderr
@@ -365,6 +373,7 @@ def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
     )
     out = tmp_path / "hyb"
     result = run_cli(
+        "study",
         "hybrid",
         "--trace",
         str(trace),
@@ -408,7 +417,9 @@ def test_fragmentation_study_on_a_small_inventory(tmp_path: Path) -> None:
         "creation_time,deletion_time,scheduled_time\n" + "\n".join(rows) + "\n"
     )
     out = tmp_path / "frag"
-    result = run_cli("fragmentation", "--pods", str(pods), "--nodes", str(nodes), "--out", str(out))
+    result = run_cli(
+        "study", "fragmentation", "--pods", str(pods), "--nodes", str(nodes), "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr
     table = json.loads((out / "fragmentation.json").read_text())["pods"]
     assert set(table) == {"best-fit", "worst-fit", "fgd"}

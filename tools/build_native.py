@@ -38,7 +38,7 @@ MODULES = [
     "sim/engine.py",
     "sim/explainer.py",
     "sim/replay_types.py",
-    "sim/sharded.py",
+    "studies/sharded.py",
     "estimators/features.py",
 ]
 

@@ -17,7 +17,8 @@ import pytest
 from ilucid.core import Cluster, JobClass, JobSpec, ProfileReport, Scheduler, make_policy
 from ilucid.core.policies.default import DefaultConfig, DefaultPlan, DefaultPolicy
 from ilucid.core.policies.router import InferenceRouter
-from ilucid.sim import JobRecord, simulate
+from ilucid.sim.engine import simulate
+from ilucid.sim.replay_types import JobRecord
 
 #: re-plan at every event, so the times below are the events' own (the default waits
 #: for the next 60 s boundary: see test_training_is_replanned_on_60_s_boundaries), and

@@ -12,7 +12,7 @@ from ilucid.core import Cluster, JobSpec
 from ilucid.core.jobs import JobState
 from ilucid.core.policies.draining import Drainer
 from ilucid.core.policies.tiered import TierConfig, TieredPolicy
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 
 def training(job_id: str, submit: float, gpus: int, duration: float) -> JobSpec:

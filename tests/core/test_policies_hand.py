@@ -1,6 +1,6 @@
 """Hand-computed schedules for every profile in ``ilucid.core.PROFILES``.
 
-Each test replays 3-6 jobs on 1-2 nodes through ``ilucid.sim.simulate`` and
+Each test replays 3-6 jobs on 1-2 nodes through ``ilucid.sim.engine.simulate`` and
 asserts, per job, the exact JCT (end - submit), first start and preemption
 count. The comment above each expectation derives it from the semantics in
 the policy modules' docstrings, so a reader can check it with pencil and paper.
@@ -32,7 +32,8 @@ from ilucid.core.framework import BuildContext
 from ilucid.core.policies import tiresias_overrides
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.preemptive import estimate_srtf, tiresias
-from ilucid.sim import JobRecord, World, simulate
+from ilucid.sim.engine import simulate
+from ilucid.sim.replay_types import JobRecord, World
 
 #: (JCT, first start, preemptions) per job id.
 Expected = Mapping[str, tuple[float, float, int]]

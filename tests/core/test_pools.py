@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ilucid.core import Cluster, JobSpec, Node, PoolSpec, SchedulerConfig, make_policy
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 ONPREM = Node("onprem", 4)
 CLOUD = Node("cloud0", 4, labels={"pool": "cloud"})

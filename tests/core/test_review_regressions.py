@@ -7,7 +7,7 @@ import math
 from ilucid.core import Cluster, JobSpec, Node
 from ilucid.core.policies.lucid import LucidConfig, LucidPolicy
 from ilucid.core.policies.preemptive import estimate_srtf, tiresias
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 
 def test_a_job_the_profiler_cannot_hold_by_type_skips_profiling() -> None:

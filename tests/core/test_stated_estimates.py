@@ -16,7 +16,7 @@ from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
 from ilucid.core.policies.preemptive import EstimateOrder, estimate_srtf
 from ilucid.core.stated_estimate import blend, claim_ends, standing
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 EVERY_EVENT = DefaultConfig(replan_interval_s=0.0, profile_limit_s=None)
 

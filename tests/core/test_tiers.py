@@ -14,7 +14,7 @@ from ilucid.core.expected_start import FreeProfile, project_starts
 from ilucid.core.policies import make_policy
 from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.quota import TenantQuota
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 INFERENCE = JobClass.INFERENCE
 

@@ -30,7 +30,7 @@ from ilucid.settings.profile_file import (
     load_profile,
     resolve_policies,
 )
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 RULE = "estimate * gpus / (1 + waited / 3600)"
 

@@ -21,7 +21,8 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
-from ilucid.sim import World, simulate
+from ilucid.sim.engine import simulate
+from ilucid.sim.replay_types import World
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 import reference_replanning as reference

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from ilucid.core import Cluster, JobSpec, make_policy
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.quiet_gc import few_collections
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ilucid.core import make_policy
-from ilucid.sim import simulate, summarize
+from ilucid.sim.engine import simulate
+from ilucid.sim.metrics import summarize
 from ilucid.traces import cluster_for_load, load_trace
 
 TRACE_DIR = os.environ.get("ILUCID_TRACE_DIR")

@@ -21,8 +21,7 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
-from ilucid.sim import simulate
-from ilucid.sim.engine import Replay
+from ilucid.sim.engine import Replay, simulate
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from ilucid.estimators.live import (
     format_estimate,
     training_set,
 )
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import NO_HISTORY_S, WalkForwardEstimates
 
 DAY = 86400.0

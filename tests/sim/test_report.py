@@ -18,7 +18,8 @@ import pytest
 
 import ilucid
 from ilucid.core import Cluster, JobSpec
-from ilucid.sim import SimResult, summarize
+from ilucid.sim.metrics import summarize
+from ilucid.sim.replay_types import SimResult
 from ilucid.sim.report import render_report, report_data
 from ilucid.sim.runner import run_policies
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ilucid.core import Cluster, JobSpec, Node, make_policy
-from ilucid.sim import simulate
-from ilucid.sim.gavel_world import GavelWorld
+from ilucid.sim.engine import simulate
+from ilucid.studies.gavel_world import GavelWorld
 
 # one workload measured on two types: 10 steps/s on the reference, 5 on the slow one
 TABLE = {

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ilucid.core import Cluster, JobClass, JobSpec, Placement, Scheduler, SchedulerConfig
 from ilucid.core.policies.tiered import TierConfig, TieredPolicy
 from ilucid.core.quota import TenantQuota
-from ilucid.sim import simulate
+from ilucid.sim.engine import simulate
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CLASSES = (JobClass.TRAINING, JobClass.INFERENCE, JobClass.BEST_EFFORT)

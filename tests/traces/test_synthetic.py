@@ -12,7 +12,8 @@ import pytest
 
 from ilucid.cli import main
 from ilucid.core import JobSpec, make_policy
-from ilucid.sim import percentile, simulate, summarize
+from ilucid.sim.engine import simulate
+from ilucid.sim.metrics import percentile, summarize
 from ilucid.traces import synthetic_trace
 from ilucid.traces.synthetic import END_SLACK_S, arrival_rate
 

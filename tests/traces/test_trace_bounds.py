@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ilucid.core import Cluster, JobSpec, make_policy
-from ilucid.sim import simulate
-from ilucid.sim.engine import MAX_SAMPLES
+from ilucid.sim.engine import simulate
+from ilucid.sim.replay_types import MAX_SAMPLES
 from ilucid.traces import GENERIC_COLUMNS, TraceError, load_dlrm, load_trace, overlay_inference
 from ilucid.traces.formats import load_alibaba_share
 from ilucid.traces.reader import MAX_GPUS, MAX_SECONDS

@@ -6,41 +6,28 @@ import argparse
 from collections.abc import Sequence
 
 from ilucid import __version__, native
-from ilucid.cli import (
-    client,
-    demo,
-    fragmentation,
-    hetero,
-    hybrid,
-    info,
-    mixed,
-    model,
-    serve,
-    simulate,
-    sweep,
-)
+from ilucid.cli import client, demo, info, model, serve, simulate, study, sweep
 from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-#: every ``ilucid`` subcommand by name, in the order ``ilucid --help`` lists them
+#: every ``ilucid`` subcommand by name, in the order ``ilucid --help`` lists them; the
+#: studies' old top-level names (hidden) come last
 COMMANDS: dict[str, Command] = {
     command.name: command
-    for group in (
-        simulate,
-        sweep,
-        demo,
-        model,
-        mixed,
-        fragmentation,
-        hybrid,
-        hetero,
-        serve,
-        client,
-        info,
+    for commands in (
+        simulate.COMMANDS,
+        sweep.COMMANDS,
+        demo.COMMANDS,
+        model.COMMANDS,
+        study.COMMANDS,
+        serve.COMMANDS,
+        client.COMMANDS,
+        info.COMMANDS,
+        study.ALIASES,
     )
-    for command in group.COMMANDS
+    for command in commands
 }
 
 
@@ -53,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"ilucid {__version__}, core: {native.status()}"
     )
-    add_commands(parser.add_subparsers(dest="command", required=True), COMMANDS.values())
+    listed = ",".join(name for name, command in COMMANDS.items() if not command.hidden)
+    commands = parser.add_subparsers(dest="command", required=True, metavar=f"{{{listed}}}")
+    add_commands(commands, COMMANDS.values())
     return parser
 
 

@@ -322,7 +322,7 @@ def _whatif(client: httpx.Client, args: argparse.Namespace) -> int:
     ``--policy`` (a profile file is read here)."""
     from ilucid.core import Cluster
     from ilucid.core.policies import is_known
-    from ilucid.sim import summarize
+    from ilucid.sim.metrics import summarize
     from ilucid.sim.runner import run_policies
     from ilucid.traces import load_trace
 

@@ -57,7 +57,9 @@ class Command:
     """One ``ilucid`` subcommand: its parser's name, help and arguments, and what it runs.
 
     ``run`` returns the exit status; a :class:`CliError`, ``ValueError`` or
-    ``OSError`` it raises is printed as one line with exit status 2.
+    ``OSError`` it raises is printed as one line with exit status 2. A ``hidden``
+    command parses and runs but is left out of its parent's ``--help`` (an old name
+    kept for one release).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     description: str | None = None
+    hidden: bool = False
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -89,11 +92,14 @@ class DefaultsFormatter(argparse.HelpFormatter):
 def add_commands(sub: Any, commands: Iterable[Command]) -> None:
     """Add each command's parser to ``sub`` (an ``add_subparsers()`` action)."""
     for command in commands:
+        # argparse lists a subcommand in its parent's help only when it has a help (which
+        # argparse %-formats)
+        listed = {} if command.hidden else {"help": command.help.replace("%", "%%")}
         parser = sub.add_parser(
             command.name,
-            help=command.help.replace("%", "%%"),  # argparse %-formats a command's help
             description=command.description or command.help,
             formatter_class=DefaultsFormatter,
+            **listed,
         )
         command.add_arguments(parser)
 

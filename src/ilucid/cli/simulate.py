@@ -27,7 +27,8 @@ from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler, tiresias_overrides
 from ilucid.estimators.profiles import profile_dir
 from ilucid.settings.profile_file import resolve_policies
-from ilucid.sim import SimResult, summarize
+from ilucid.sim.metrics import summarize
+from ilucid.sim.replay_types import SimResult
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import run_policies
 from ilucid.traces import (

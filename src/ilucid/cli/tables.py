@@ -130,7 +130,7 @@ def print_table(
 
 
 def summary_rows(summaries: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of :func:`ilucid.sim.summarize`'s figures, one row a policy."""
+    """The header and rows of :func:`ilucid.sim.metrics.summarize`'s figures, one row a policy."""
     header = ["policy"] + [label for _, label, _ in SUMMARY_COLUMNS]
     rows = [
         [str(s["policy"])] + [format_cell(s.get(key), fmt) for key, _, fmt in SUMMARY_COLUMNS]
@@ -140,6 +140,6 @@ def summary_rows(summaries: Sequence[Mapping[str, Any]]) -> tuple[list[str], lis
 
 
 def summary_table(summaries: Sequence[Mapping[str, Any]]) -> str:
-    """One row per policy of :func:`ilucid.sim.summarize`'s figures, as text."""
+    """One row per policy of :func:`ilucid.sim.metrics.summarize`'s figures, as text."""
     header, rows = summary_rows(summaries)
     return render_table(header, rows)

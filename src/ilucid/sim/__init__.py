@@ -1,14 +1,7 @@
-"""Trace-driven simulator: replays jobs through the scheduling core on a virtual clock."""
+"""Trace-driven simulator: replays jobs through the scheduling core on a virtual clock.
 
-from ilucid.sim.engine import ClusterSeries, JobRecord, SimResult, World, simulate
-from ilucid.sim.metrics import percentile, summarize
-
-__all__ = [
-    "ClusterSeries",
-    "JobRecord",
-    "SimResult",
-    "World",
-    "percentile",
-    "simulate",
-    "summarize",
-]
+Import each name from the module that defines it: :func:`~ilucid.sim.engine.simulate`
+from :mod:`ilucid.sim.engine`, what a replay records from :mod:`ilucid.sim.replay_types`,
+its figures from :mod:`ilucid.sim.metrics`. The studies built on the engine are in
+:mod:`ilucid.studies`.
+"""

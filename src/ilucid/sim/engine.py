@@ -7,7 +7,7 @@ fixed tick), so cost grows with the number of events, not simulated seconds.
 
 :class:`Replay` holds one replay's state; :func:`simulate` is its public entry.
 What a replay records (:class:`JobRecord`, :class:`SimResult`, ...) lives in
-:mod:`ilucid.sim.replay_types` and is re-exported here.
+:mod:`ilucid.sim.replay_types`; import it from there.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ilucid.core import (
 from ilucid.sim.explainer import Explainer
 from ilucid.sim.quiet_gc import few_collections
 from ilucid.sim.replay_types import (
-    MAX_SAMPLES,
     Annotator,
     ClusterSeries,
     JobRecord,
@@ -40,17 +39,7 @@ from ilucid.sim.replay_types import (
     World,
 )
 
-__all__ = [
-    "MAX_SAMPLES",
-    "Annotator",
-    "ClusterSeries",
-    "JobRecord",
-    "Observer",
-    "Replay",
-    "SimResult",
-    "World",
-    "simulate",
-]
+__all__ = ["Replay", "simulate"]
 
 #: Kinds of planned events on the heap: a job's work runs out, or its bounded
 #: (profiling) run reaches its limit first.

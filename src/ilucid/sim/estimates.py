@@ -167,7 +167,7 @@ def refit_model(rows: list[FeatureRow], durations: list[float]) -> EbmDuration:
 
 
 class WalkForwardEstimates:
-    """An :class:`~ilucid.sim.engine.Annotator` that sets ``JobSpec.estimate``.
+    """An :class:`~ilucid.sim.replay_types.Annotator` that sets ``JobSpec.estimate``.
 
     Estimates come from ``self.live``, a :class:`LiveDurationModel` with
     ``min_jobs = min_train``: refit ``n`` installs version ``n`` (refits before

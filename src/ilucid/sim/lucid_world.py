@@ -28,8 +28,8 @@ from ilucid.estimators.profiles import (
     load_lucid_profiles,
     profile_dir,
 )
-from ilucid.sim.engine import World
 from ilucid.sim.estimates import WalkForwardEstimates
+from ilucid.sim.replay_types import World
 
 __all__ = ["LucidWorld", "profiling_world", "walk_forward_forecasts"]
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ilucid.sim.engine import JobRecord, SimResult
+from ilucid.sim.replay_types import JobRecord, SimResult
 
 __all__ = ["percentile", "start_prediction_accuracy", "summarize"]
 

@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ilucid.sim.engine import SimResult
-from ilucid.sim.replay_types import ClusterSeries
+from ilucid.sim.replay_types import ClusterSeries, SimResult
 
 __all__ = ["COLORS", "render_report", "report_data"]
 

@@ -14,10 +14,11 @@ from ilucid.core import BuildContext, Cluster, Forecast, JobSpec, SchedulerConfi
 from ilucid.core.policies import needs_estimates, needs_forecasts, needs_profiler
 from ilucid.estimators.live import format_estimate
 from ilucid.estimators.profiles import profile_dir
-from ilucid.sim.engine import SimResult, World, simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import NO_HISTORY_S, WalkForwardEstimates
 from ilucid.sim.forked import EXIT_WITHIN_S, run_forked
 from ilucid.sim.lucid_world import LucidWorld, walk_forward_forecasts
+from ilucid.sim.replay_types import SimResult, World
 
 __all__ = ["PolicyRun", "run_policies"]
 

@@ -22,9 +22,9 @@ from ilucid.core import Cluster, JobClass, JobSpec, RestoreOverhead, SchedulerCo
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import is_known, tiresias_overrides
 from ilucid.settings.profile_file import is_profile_file, resolve_policy
-from ilucid.sim import summarize
-from ilucid.sim.mixed import class_summary
+from ilucid.sim.metrics import summarize
 from ilucid.sim.runner import run_policies
+from ilucid.studies.mixed import class_summary
 from ilucid.sweep.grid import Cell, Settings
 from ilucid.sweep.perturb import perturb
 from ilucid.traces import (

@@ -38,7 +38,7 @@ __all__ = [
 DEFAULT_PARAMS = "default"
 #: how a seed perturbs durations (sweep/perturb.py)
 PERTURBATION_KINDS = ("jitter", "shift")
-#: a replay's figures, as the result table holds them (ilucid.sim.summarize's, and the
+#: a replay's figures, as the result table holds them (ilucid.sim.metrics.summarize's, and the
 #: per-class ones of cells with inference)
 METRICS = (
     "jobs",

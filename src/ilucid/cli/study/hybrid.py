@@ -1,4 +1,4 @@
-"""``ilucid hybrid``: on-prem first, burst to a paid cloud pool when waiting costs more."""
+"""``ilucid study hybrid``: on-prem first, burst to a paid cloud pool when waiting costs more."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ilucid.cli.common import Command
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core import PoolSpec, SchedulerConfig
 from ilucid.core.placement import never_placeable
-from ilucid.sim.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
+from ilucid.studies.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
 from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace
 
 __all__ = ["COMMANDS"]

@@ -18,11 +18,12 @@ from typing import Any
 
 from ilucid.core import Cluster, JobSpec, Node, SchedulerConfig
 from ilucid.core.policies import make_policy, needs_estimates
-from ilucid.sim.engine import SimResult, simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
-from ilucid.sim.gavel_world import GavelWorld
 from ilucid.sim.metrics import summarize
+from ilucid.sim.replay_types import SimResult
+from ilucid.studies.gavel_world import GavelWorld
 
 __all__ = ["HeteroRun", "mixed_type_cluster", "run_hetero"]
 

@@ -1,4 +1,4 @@
-"""``ilucid hetero``: a cluster of mixed GPU types with Gavel's per-type speeds."""
+"""``ilucid study hetero``: a cluster of mixed GPU types with Gavel's per-type speeds."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from ilucid.cli.common import Command
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core.placement import never_placeable
 from ilucid.estimators.profiles import profile_dir
-from ilucid.sim.gavel_world import GavelWorld
-from ilucid.sim.hetero import mixed_type_cluster, run_hetero
+from ilucid.studies.gavel_world import GavelWorld
+from ilucid.studies.hetero import mixed_type_cluster, run_hetero
 from ilucid.traces import cluster_for_load, load_trace
 
 __all__ = ["COMMANDS"]

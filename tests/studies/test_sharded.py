@@ -1,13 +1,13 @@
-"""N schedulers on one cluster with optimistic commits (ilucid.sim.sharded, issue 20)."""
+"""N schedulers on one cluster with optimistic commits (ilucid.studies.sharded, issue 20)."""
 
 from __future__ import annotations
 
 from ilucid.core import Action, Cluster, JobSpec, JobStatus, make_policy
 from ilucid.core.policies.default import DefaultPolicy
-from ilucid.sim import simulate
-from ilucid.sim.engine import SimResult
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
-from ilucid.sim.sharded import ReachableDefault, ShardedScheduler, simulate_sharded
+from ilucid.sim.replay_types import SimResult
+from ilucid.studies.sharded import ReachableDefault, ShardedScheduler, simulate_sharded
 from ilucid.traces import cluster_for_load, synthetic_trace
 
 Outcome = list[tuple[str, float, float, int]]

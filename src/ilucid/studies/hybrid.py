@@ -19,10 +19,11 @@ from typing import Any
 
 from ilucid.core import Cluster, JobSpec, Node, SchedulerConfig
 from ilucid.core.policies import make_policy, needs_estimates
-from ilucid.sim.engine import SimResult, simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
 from ilucid.sim.metrics import summarize
+from ilucid.sim.replay_types import SimResult
 
 __all__ = ["CLOUD_POOL", "HybridRun", "hybrid_cluster", "run_hybrid"]
 

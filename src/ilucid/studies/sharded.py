@@ -57,8 +57,8 @@ from ilucid.core.policies.default import DefaultConfig, DefaultPlan
 from ilucid.core.policies.inference_tier import InferenceTier
 from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.scheduler import SchedulingPass
-from ilucid.sim.engine import Replay, SimResult
-from ilucid.sim.replay_types import Annotator, World
+from ilucid.sim.engine import Replay
+from ilucid.sim.replay_types import Annotator, SimResult, World
 
 __all__ = [
     "ReachableDefault",

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from ilucid.core import JobSpec
-from ilucid.sim.engine import World
+from ilucid.sim.replay_types import World
 
 __all__ = ["GavelWorld"]
 

@@ -23,11 +23,12 @@ from ilucid.core.policies import (
     tier_overrides,
 )
 from ilucid.core.policies.tiered import TierConfig
-from ilucid.sim.engine import JobRecord, SimResult, simulate
+from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
 from ilucid.sim.lucid_world import profiling_world
 from ilucid.sim.metrics import percentile, start_prediction_accuracy
+from ilucid.sim.replay_types import JobRecord, SimResult
 
 __all__ = [
     "DEFAULT_CHECKPOINT_S",

@@ -1,4 +1,5 @@
-"""``ilucid fragmentation``: best-fit vs worst-fit vs fragmentation-aware packing (issue 5)."""
+"""``ilucid study fragmentation``: best-fit vs worst-fit vs fragmentation-aware packing
+(issue 5)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table
 from ilucid.core.fractional import POLICIES
 from ilucid.sim.forked import forked_map
-from ilucid.sim.fragmentation import PackingOutcome, inflate, never_fits
+from ilucid.studies.fragmentation import PackingOutcome, inflate, never_fits
 from ilucid.traces import TraceError, trace_dir
 from ilucid.traces.formats import load_alibaba_share
 

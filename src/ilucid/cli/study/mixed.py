@@ -1,4 +1,4 @@
-"""``ilucid mixed``: training plus real-time inference, the default profile (or tiered) vs
+"""``ilucid study mixed``: training plus real-time inference, the default profile (or tiered) vs
 static partitioning vs FIFO."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.settings.tier_settings import load_tier_config
-from ilucid.sim.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
+from ilucid.studies.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_INFERENCE,
