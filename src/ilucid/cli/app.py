@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ilucid import __version__, native
+from ilucid import __version__
 from ilucid.cli import (
     client,
     demo,
@@ -20,6 +20,7 @@ from ilucid.cli import (
     sweep,
 )
 from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
+from ilucid.compiled import guard
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"ilucid {__version__}, core: {native.status()}"
+        "--version", action="version", version=f"ilucid {__version__}, core: {guard.status()}"
     )
     add_commands(parser.add_subparsers(dest="command", required=True), COMMANDS.values())
     return parser
