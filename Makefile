@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 ## native: compile the replay's hot modules with mypyc beside their sources (about 1.5 min;
 ## the same results in about 3/5 of the time). Used only while they match their sources:
 ## an edit, ILUCID_PURE=1 or `make native-clean` runs the pure Python (--version tells)
-NATIVE := src/ilucid/_native.json
+NATIVE := src/ilucid/compiled/manifest.json
 NATIVE_SOURCES := $(shell $(PYTHON) tools/build_native.py --list)
 $(NATIVE): $(STAMP) $(NATIVE_SOURCES) tools/build_native.py tools/mypyc.ini
 	$(BIN)/python tools/build_native.py
@@ -87,5 +87,5 @@ bench-sharded: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/sharded_conflicts.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache build/native src/ilucid/_native.json
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache build/native src/ilucid/compiled/manifest.json
 	find src -name "*.so" -delete

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from ilucid import native
-from ilucid.native import MANIFEST, module_source, source_hash
+from ilucid.compiled import guard
+from ilucid.compiled.guard import MANIFEST, SRC, module_source, source_hash
 
 TRACE_DIR = os.environ.get("ILUCID_TRACE_DIR")
-BUILT = native._check(MANIFEST, {})[0]  # whatever ILUCID_PURE says in this process
+BUILT = guard._check(MANIFEST, SRC, {})[0]  # whatever ILUCID_PURE says in this process
 needs_build = pytest.mark.skipif(not BUILT.compiled, reason=f"no compiled core: {BUILT.detail}")
 
 
 def _tree(tmp_path: Path, modules: dict[str, str]) -> Path:
-    """A src/ tree with these module sources, a library file and a manifest of them."""
+    """A src/ tree with these module sources, a library file and a manifest of them
+    (where the build writes it); the manifest's path."""
     src = tmp_path / "src"
     hashes = {}
     for name, text in modules.items():
@@ -29,45 +30,49 @@ def _tree(tmp_path: Path, modules: dict[str, str]) -> Path:
         path.write_text(text, encoding="utf-8")
         hashes[name] = source_hash(path)
     (src / "ilucid_native__mypyc.so").write_bytes(b"")
-    manifest = src / "ilucid" / "_native.json"
+    manifest = src / MANIFEST.relative_to(SRC)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"modules": hashes, "library": "ilucid_native__mypyc.so"}))
     return manifest
 
 
 def test_the_guard_trusts_a_build_only_while_every_source_matches(tmp_path: Path) -> None:
     manifest = _tree(tmp_path, {"ilucid.core.a": "A = 1\n", "ilucid.core.b": "B = 2\n"})
-    fresh, fallback = native._check(manifest, {})
+    src = tmp_path / "src"
+    fresh, fallback = guard._check(manifest, src, {})
     assert fresh.compiled and fallback == {}
     assert "2 modules" in str(fresh)
 
-    pure, fallback = native._check(manifest, {"ILUCID_PURE": "1"})
+    pure, fallback = guard._check(manifest, src, {"ILUCID_PURE": "1"})
     assert not pure.compiled and "ILUCID_PURE" in pure.detail
     assert set(fallback) == {"ilucid.core.a", "ilucid.core.b"}
 
-    edited = module_source("ilucid.core.b", manifest.parent.parent)
+    edited = module_source("ilucid.core.b", src)
     edited.write_text("B = 3\n", encoding="utf-8")
-    stale, fallback = native._check(manifest, {})
+    stale, fallback = guard._check(manifest, src, {})
     assert not stale.compiled and str(edited) in stale.detail and "changed" in stale.detail
     # all of them, not only the edited one: compiled modules call each other directly
     assert set(fallback) == {"ilucid.core.a", "ilucid.core.b"}
 
 
 def test_the_guard_without_a_build_or_its_library(tmp_path: Path) -> None:
-    missing, fallback = native._check(tmp_path / "none.json", {})
+    missing, fallback = guard._check(tmp_path / "none.json", tmp_path, {})
     assert not missing.compiled and "not built" in missing.detail and fallback == {}
 
     manifest = _tree(tmp_path, {"ilucid.core.a": "A = 1\n"})
-    (manifest.parent.parent / "ilucid_native__mypyc.so").unlink()
-    gone, fallback = native._check(manifest, {})
+    src = tmp_path / "src"
+    (src / "ilucid_native__mypyc.so").unlink()
+    gone, fallback = guard._check(manifest, src, {})
     assert not gone.compiled and "missing" in gone.detail and set(fallback) == {"ilucid.core.a"}
 
     manifest.write_text("{not json", encoding="utf-8")
-    broken, fallback = native._check(manifest, {})
+    broken, fallback = guard._check(manifest, src, {})
     assert not broken.compiled and "unreadable manifest" in broken.detail
 
 
 def _loaded_from(env: dict[str, str]) -> str:
-    code = "import ilucid.core.scheduler as m, ilucid.native as n; print(m.__file__, n.status())"
+    code = "import ilucid.core.scheduler as m, ilucid.compiled.guard as g;"
+    code += "print(m.__file__, g.status())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )

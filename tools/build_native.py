@@ -2,9 +2,9 @@
 
 The same typed source, compiled: a replay gives the same results in about 3/4 of
 the time.
-The manifest (``src/ilucid/_native.json``, written last) records each compiled
-source's hash; ``ilucid.native`` loads the extension modules only while every
-hash still matches, so an edit never runs stale code. Without a C compiler or
+The manifest (``src/ilucid/compiled/manifest.json``, written last) records each
+compiled source's hash; ``ilucid.compiled.guard`` loads the extension modules only
+while every hash still matches, so an edit never runs stale code. Without a C compiler or
 mypyc the build says so and ilucid runs as pure Python (exit status 0; pass
 ``--strict`` to fail instead).
 """
@@ -53,13 +53,13 @@ def remove_built() -> int:
     for path in [*PACKAGE.rglob("*.so"), *SRC.glob(f"{GROUP}__mypyc*.so")]:
         path.unlink()
         removed += 1
-    (PACKAGE / "_native.json").unlink(missing_ok=True)  # ilucid.native.MANIFEST
+    (PACKAGE / "compiled" / "manifest.json").unlink(missing_ok=True)  # guard.MANIFEST
     return removed
 
 
 def source_hashes() -> dict[str, str]:
     """What the manifest records: each compiled module's source hash, by module name."""
-    from ilucid.native import module_source, source_hash
+    from ilucid.compiled.guard import module_source, source_hash
 
     return {module_name(m): source_hash(module_source(module_name(m), SRC)) for m in MODULES}
 
@@ -70,7 +70,7 @@ def build(jobs: int) -> Path:
     from setuptools import setup
 
     sys.path.insert(0, str(SRC))
-    from ilucid.native import MANIFEST
+    from ilucid.compiled.guard import MANIFEST
 
     hashes = source_hashes()
     BUILD.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,6 @@
 __version__ = "0.1.0"
 
 # before any other ilucid module: the compiled core only while it matches its source
-from ilucid import native as _native
+from ilucid.compiled import guard as _guard
 
-_native.install()
+_guard.install()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ilucid import native
+from ilucid.compiled import guard
 from ilucid.core import (
     Cluster,
     JobSpec,
@@ -33,7 +33,7 @@ def reasons_without_numbers(
     A compiled core's classes cannot be patched: there the test runs again in a
     pure-Python interpreter (the same code; tests/test_native.py checks that a
     replay is the same either way) and yields False."""
-    if native.status().compiled:
+    if guard.status().compiled:
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
             cwd=request.config.rootpath,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ilucid import __version__, native
+from ilucid import __version__
 from ilucid.cli import client, demo, info, model, serve, simulate, study, sweep
 from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
+from ilucid.compiled import guard
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"ilucid {__version__}, core: {native.status()}"
+        "--version", action="version", version=f"ilucid {__version__}, core: {guard.status()}"
     )
     listed = ",".join(name for name, command in COMMANDS.items() if not command.hidden)
     commands = parser.add_subparsers(dest="command", required=True, metavar=f"{{{listed}}}")

@@ -23,11 +23,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["MANIFEST", "NativeStatus", "install", "source_hash", "status"]
+__all__ = [
+    "MANIFEST",
+    "SRC",
+    "NativeStatus",
+    "install",
+    "module_source",
+    "source_hash",
+    "status",
+]
 
-PACKAGE = Path(__file__).resolve().parent
-#: written by the build, last: {"modules": {name: sha256 of its source}, "library": file}
-MANIFEST = PACKAGE / "_native.json"
+#: the ``src/`` directory: compiled modules and the shared library sit below it
+SRC = Path(__file__).resolve().parents[2]
+#: written by the build, last: {"modules": {name: sha256 of its source}, "library": file
+#: (relative to SRC)}
+MANIFEST = Path(__file__).resolve().with_name("manifest.json")
 
 
 def source_hash(path: Path) -> str:
@@ -35,7 +45,7 @@ def source_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def module_source(name: str, src_root: Path = PACKAGE.parent) -> Path:
+def module_source(name: str, src_root: Path = SRC) -> Path:
     """``ilucid.core.jobs`` -> ``.../src/ilucid/core/jobs.py``."""
     return src_root.joinpath(*name.split(".")).with_suffix(".py")
 
@@ -69,18 +79,20 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
 _status = NativeStatus(False, "not built: `make native` compiles it")
 
 
-def _check(manifest: Path, environ: Mapping[str, str]) -> tuple[NativeStatus, dict[str, Path]]:
-    """The status the manifest gives, and the modules to load from source (all listed
-    ones unless the compiled core is fresh and wanted)."""
+def _check(
+    manifest: Path, src: Path, environ: Mapping[str, str]
+) -> tuple[NativeStatus, dict[str, Path]]:
+    """The status the manifest gives for the tree under ``src``, and the modules to load
+    from source (all listed ones unless the compiled core is fresh and wanted)."""
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         hashes: dict[str, str] = dict(data["modules"])
-        library = manifest.parent.parent / str(data["library"])
+        library = src / str(data["library"])
     except FileNotFoundError:
         return NativeStatus(False, "not built: `make native` compiles it"), {}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return NativeStatus(False, f"{manifest}: unreadable manifest ({exc})"), {}
-    sources = {name: module_source(name, manifest.parent.parent) for name in hashes}
+    sources = {name: module_source(name, src) for name in hashes}
     if environ.get("ILUCID_PURE", "") not in ("", "0"):
         return NativeStatus(False, "ILUCID_PURE is set"), sources
     if not library.is_file():
@@ -95,10 +107,12 @@ def _check(manifest: Path, environ: Mapping[str, str]) -> tuple[NativeStatus, di
     return NativeStatus(True, f"{len(hashes)} modules, mypyc"), {}
 
 
-def install(manifest: Path = MANIFEST, environ: Mapping[str, str] = os.environ) -> NativeStatus:
+def install(
+    manifest: Path = MANIFEST, src: Path = SRC, environ: Mapping[str, str] = os.environ
+) -> NativeStatus:
     """Decide once, before any compiled module is imported (``ilucid/__init__``)."""
     global _status
-    _status, fallback = _check(manifest, environ)
+    _status, fallback = _check(manifest, src, environ)
     if fallback:
         sys.meta_path.insert(0, _SourceFirst(fallback))
     return _status
