@@ -13,6 +13,7 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.policies import POLICIES, make_policy
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import Policy, PolicyBase, Scheduler, SchedulerConfig
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PoolSpec",
     "ProfileReport",
     "Reason",
+    "ReasonCode",
     "RestoreOverhead",
     "Scheduler",
     "SchedulerConfig",

@@ -14,6 +14,7 @@ from mypy_extensions import mypyc_attr
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Forecast, ProfileReport
+from ilucid.core.reason_codes import ReasonCode
 
 if TYPE_CHECKING:  # the pass hands itself to Policy.schedule; no import at run time
     from ilucid.core.scheduler import SchedulingPass
@@ -68,7 +69,7 @@ class Policy(Protocol):
         """Pending jobs in the order the policy serves them; None: oldest first."""
         ...
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         """The policy's own countable code for why ``job`` waits; None: the core's."""
         ...
 
@@ -114,7 +115,7 @@ class PolicyBase:
         sentence."""
         return None
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         reason = self._reason(job)
         return reason.code if reason is not None else None
 

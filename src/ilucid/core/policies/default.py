@@ -48,6 +48,7 @@ from ilucid.core.policies.preemptive import ReplanningPolicy
 from ilucid.core.policies.start_words import WhyStart
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import QuotaBook, TenantQuota
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
 
@@ -374,7 +375,7 @@ class DefaultPolicy(ReplanningPolicy):
                 else f"for {self.config.guard_slice_s:,.0f} s, then back in its level"
             )
             self._why[seq] = Reason(
-                "StarvationGuard",
+                ReasonCode.STARVATION_GUARD,
                 f"waited {now - job.since:,.0f} s (guard: {bound:,.0f} s): served ahead of the"
                 f" order as soon as GPUs free, preempting other training if it must, {served}",
                 {"waited_s": now - job.since},
