@@ -68,9 +68,9 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
         " somewhat slower until one ends. A profile without packing avoids it."
     ),
     ReasonCode.BURST: (
-        "The job started in a paid pool (nodes labelled pool=<name>) because its expected"
-        " on-prem wait, priced at value_of_wait per GPU-hour, was worth more than the"
-        " pool's price; it holds those GPUs through the pool's start-up. Tune"
+        "The job started in a paid pool (nodes labelled with the pool's name) because its"
+        " expected on-prem wait, priced at value_of_wait per GPU-hour, was worth more"
+        " than the pool's price; it holds those GPUs through the pool's start-up. Tune"
         " value_of_wait or the pool's price to burst less or more."
     ),
     ReasonCode.DISPLACED: (
@@ -78,9 +78,11 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
         " the sentence names. Look at their Preempted decisions for the cost."
     ),
     ReasonCode.PREEMPTED: (
-        "The job was stopped to make room for jobs ahead of it and is pending again; it"
-        " loses the work since its last checkpoint and pays a restore overhead when it"
-        " restarts (both in the sentence). Checkpointing more often loses less."
+        "The job was stopped to make room for other work (jobs ahead of it in the policy's"
+        " order, inference, a tenant taking back its guaranteed quota, a starving job)"
+        " and is pending again; it loses the work since its last checkpoint and pays a"
+        " restore overhead when it restarts (both in the sentence). Checkpointing more"
+        " often loses less."
     ),
     ReasonCode.BEHIND_IN_ORDER: (
         "The job would fit on free GPUs now, but the policy serves jobs ahead of it first"
@@ -114,7 +116,7 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
     ),
     ReasonCode.GPU_TYPE_MISMATCH: (
         "A node's GPU type is not one the job asks for (gpu_type, alternatives separated"
-        " by '|'). Widen the job's gpu_type if other types would do."
+        " by a vertical bar). Widen the job's gpu_type if other types would do."
     ),
     ReasonCode.INSUFFICIENT_GPU_MEMORY: (
         "A node's GPUs have less memory than the job states it needs (gpu_memory_gb)."
