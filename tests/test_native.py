@@ -131,7 +131,7 @@ def test_every_frozen_dataclass_of_the_compiled_modules_pickles_by_its_fields() 
                 frozen.add(value)
     assert frozen and frozen <= REGISTERED, sorted(c.__name__ for c in frozen - REGISTERED)
     # (those with their own __init__: tests/test_written_inits.py)
-    from ilucid.core import Cluster, JobSpec, Reason
+    from ilucid.core import Cluster, JobSpec, Reason, ReasonCode
     from ilucid.core.policies.default import DefaultConfig
     from ilucid.core.quota import TenantQuota
     from ilucid.sim.replay_types import JobRecord
@@ -144,8 +144,8 @@ def test_every_frozen_dataclass_of_the_compiled_modules_pickles_by_its_fields() 
 
     record = JobRecord("a", 5.0, 2, 100.0, "training", "t", first_start=7.0, packed=1)
     decision = Decision(Action.START, "a", Placement(((0, 2),)), limit_s=60.0)
-    for value in (job, cluster, config, Reason("Code", "a sentence", {"x": 1.0}), record,
-                  decision):  # fmt: skip
+    reason = Reason(ReasonCode.SCHEDULED, "a sentence", {"x": 1.0})
+    for value in (job, cluster, config, reason, record, decision):
         copy = pickle.loads(pickle.dumps(value))
         assert copy == value and dataclasses.is_dataclass(copy) == dataclasses.is_dataclass(value)
     assert pickle.loads(pickle.dumps(cluster)).total_gpus == 8

@@ -12,6 +12,7 @@ import pytest
 from ilucid.core import Cluster, JobSpec, Scheduler
 from ilucid.core.decision import Reason
 from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
+from ilucid.core.reason_codes import ReasonCode
 
 
 def test_a_deferred_sentence_is_written_once_and_equals_the_plain_reason() -> None:
@@ -21,19 +22,22 @@ def test_a_deferred_sentence_is_written_once_and_equals_the_plain_reason() -> No
         calls.append(1)
         return "because 3 GPUs are free"
 
-    deferred = Reason("Scheduled", words, {"free": 3.0})
+    deferred = Reason(ReasonCode.SCHEDULED, words, {"free": 3.0})
     assert calls == []
-    plain = Reason("Scheduled", "because 3 GPUs are free", {"free": 3.0})
+    plain = Reason(ReasonCode.SCHEDULED, "because 3 GPUs are free", {"free": 3.0})
     assert deferred == plain and hash(deferred) == hash(plain)
     assert deferred.message == str(deferred) == "because 3 GPUs are free"
     assert calls == [1], "written once, then kept"
-    assert Reason("Scheduled", "other") != plain
-    assert pickle.loads(pickle.dumps(Reason("Held", words))) == Reason("Held", words())
+    assert Reason(ReasonCode.SCHEDULED, "other") != plain
+    assert Reason(ReasonCode.PACKED, "because 3 GPUs are free", {"free": 3.0}) != plain
+    copy = pickle.loads(pickle.dumps(Reason(ReasonCode.QUOTA_EXCEEDED, words)))
+    assert copy == Reason(ReasonCode.QUOTA_EXCEEDED, words())
+    assert copy.code is ReasonCode.QUOTA_EXCEEDED, "the code comes back as the enum member"
     assert repr(plain) == (
         "Reason(code='Scheduled', message='because 3 GPUs are free', numbers={'free': 3.0})"
     )
     with pytest.raises(FrozenInstanceError):
-        plain.code = "Other"  # type: ignore[misc]
+        plain.code = ReasonCode.PACKED  # type: ignore[misc]
 
 
 def test_a_start_reason_read_later_gives_the_numbers_of_its_decision() -> None:

@@ -43,6 +43,7 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.policies import PROFILES, make_policy
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import Policy, PolicyBase, Scheduler, SchedulerConfig
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "Profiling",
     "QueueOrder",
     "Reason",
+    "ReasonCode",
     "RestoreOverhead",
     "Scheduler",
     "SchedulerConfig",

@@ -1,7 +1,8 @@
 """Decisions and the reasons they carry.
 
-A reason pairs a short countable code (for machines and aggregation) with a
-sentence (for people), in the way Kubernetes conditions pair reason and message.
+A reason pairs a short countable code (for machines and aggregation; one of
+:class:`~ilucid.core.reason_codes.ReasonCode`) with a sentence (for people), in the
+way Kubernetes conditions pair reason and message.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from enum import StrEnum
 
 from ilucid.core.model import Placement
 from ilucid.core.picklable import picklable
+from ilucid.core.reason_codes import ReasonCode
 
 __all__ = ["Action", "Decision", "Reason", "ScorePart", "Words", "written"]
 
@@ -41,12 +43,12 @@ class Reason:
 
     __slots__ = ("_message", "code", "numbers")
 
-    code: str
+    code: ReasonCode
     numbers: Mapping[str, float]
     _message: Words
 
     def __init__(
-        self, code: str, message: Words, numbers: Mapping[str, float] | None = None
+        self, code: ReasonCode, message: Words, numbers: Mapping[str, float] | None = None
     ) -> None:
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "_message", message)
@@ -74,11 +76,14 @@ class Reason:
     def __hash__(self) -> int:
         return hash((self.code, self.message))
 
-    def __reduce__(self) -> tuple[type[Reason], tuple[str, str, dict[str, float]]]:
+    def __reduce__(self) -> tuple[type[Reason], tuple[ReasonCode, str, dict[str, float]]]:
         return (Reason, (self.code, self.message, dict(self.numbers)))
 
     def __repr__(self) -> str:
-        return f"Reason(code={self.code!r}, message={self.message!r}, numbers={self.numbers!r})"
+        # the code as its value (``'Scheduled'``), as it is stored and shown
+        return (
+            f"Reason(code={str(self.code)!r}, message={self.message!r}, numbers={self.numbers!r})"
+        )
 
     def __str__(self) -> str:
         return self.message

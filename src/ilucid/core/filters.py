@@ -12,6 +12,7 @@ from typing import Protocol
 
 from ilucid.core.decision import Reason
 from ilucid.core.model import Cluster, JobSpec, Node
+from ilucid.core.reason_codes import ReasonCode
 
 __all__ = [
     "DEFAULT_FILTERS",
@@ -43,7 +44,7 @@ class GpuTypeFilter:
         if node.gpu_type in wanted:
             return None
         return Reason(
-            "GpuTypeMismatch",
+            ReasonCode.GPU_TYPE_MISMATCH,
             f"with GPU type {node.gpu_type} (needs {' or '.join(wanted)})",
         )
 
@@ -56,7 +57,7 @@ class GpuMemoryFilter:
         if need is None or node.gpu_memory_gb <= 0 or node.gpu_memory_gb >= need:
             return None
         return Reason(
-            "InsufficientGpuMemory",
+            ReasonCode.INSUFFICIENT_GPU_MEMORY,
             f"with {node.gpu_memory_gb:g} GB GPUs (needs {need:g} GB)",
             {"have_gb": node.gpu_memory_gb, "need_gb": need},
         )
@@ -75,7 +76,7 @@ class HostFilter:
         ):
             if need is not None and have > 0 and have < need:
                 return Reason(
-                    "InsufficientHost",
+                    ReasonCode.INSUFFICIENT_HOST,
                     f"with {have:g} {unit} (needs {need:g})",
                     {"have": have, "need": need},
                 )

@@ -18,6 +18,7 @@ from ilucid.core.filters import DEFAULT_FILTERS, Filter, allowed_types
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Cluster, JobSpec, Placement
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open_to, pool_words
 
 __all__ = [
@@ -310,7 +311,9 @@ def explain_unplaceable(
     }
     tally = ", ".join(f"{n} {text}" for text, n in others.most_common())
     if not usable:
-        return Reason("Unschedulable", f"0/{len(cluster.nodes)} nodes fit: {tally}", numbers)
+        return Reason(
+            ReasonCode.UNSCHEDULABLE, f"0/{len(cluster.nodes)} nodes fit: {tally}", numbers
+        )
 
     def busy() -> str:
         """Who holds the busy GPUs; GPUs no job accounts for (foreign) are ``other``."""
@@ -330,7 +333,9 @@ def explain_unplaceable(
         short = _host_short(job, free, usable) or _gang_short(job, free, usable)
     if short is not None:
         return Reason(
-            "InsufficientHost", short + (f"; other nodes: {tally}" if tally else ""), numbers
+            ReasonCode.INSUFFICIENT_HOST,
+            short + (f"; other nodes: {tally}" if tally else ""),
+            numbers,
         )
     code, head = _binding(job, room, sizes, busy, bool(others))
     if job.gpu_milli < FULL_GPU:
@@ -406,30 +411,30 @@ def _gpus(job: JobSpec, count: int) -> str:
 
 def _binding(
     job: JobSpec, room: list[int], sizes: list[int], busy: Callable[[], str], others: bool
-) -> tuple[str, str]:
+) -> tuple[ReasonCode, str]:
     """The constraint that keeps ``job`` off the nodes it may use: (code, sentence)."""
     need, total, free_now = job.num_gpus, sum(sizes), sum(room)
     if need > total:
         where = "only {} are open to it" if others else "the cluster has only {}"
-        return "TooLarge", f"the job needs {_gpus(job, need)} but {where.format(total)}"
+        return ReasonCode.TOO_LARGE, f"the job needs {_gpus(job, need)} but {where.format(total)}"
     if free_now < need:
         split = busy()
         if free_now == 0:
             held = f" ({split})" if split else ""
             if total == 1:
-                return "InsufficientGpus", f"the only {_noun(job, 1)} is busy{held}"
-            return "InsufficientGpus", f"all {_gpus(job, total)} are busy{held}"
+                return ReasonCode.INSUFFICIENT_GPUS, f"the only {_noun(job, 1)} is busy{held}"
+            return ReasonCode.INSUFFICIENT_GPUS, f"all {_gpus(job, total)} are busy{held}"
         held = f" ({total - free_now:,} busy: {split})" if split else ""
         verb = "is" if free_now == 1 else "are"
         return (
-            "InsufficientGpus",
+            ReasonCode.INSUFFICIENT_GPUS,
             f"only {free_now:,} of {_gpus(job, total)} {verb} free{held}"
             f" and the job needs {need:,}",
         )
     spread = sum(1 for r in room if r)
     if need <= max(sizes) and max(room) < need:
         return (
-            "Fragmented",
+            ReasonCode.FRAGMENTED,
             f"{_gpus(job, free_now)} are free but on {plural(spread, 'node')}"
             f" (at most {max(room)} on one); the job needs {need} on one node",
         )
@@ -443,12 +448,12 @@ def _binding(
         else:
             wanted = f"{need} GPUs on whole free nodes"
         return (
-            "Fragmented",
+            ReasonCode.FRAGMENTED,
             f"{_gpus(job, free_now)} are free but {nodes} {verb} wholly free;"
             f" the job needs {wanted}",
         )
     return (
-        "NoPlacement",
+        ReasonCode.NO_PLACEMENT,
         f"{_gpus(job, free_now)} are free on {plural(spread, 'node')}, but the placer finds"
         f" no set of them that holds all {need} together",
     )

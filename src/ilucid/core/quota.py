@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ilucid.core.decision import Reason
 from ilucid.core.picklable import picklable
+from ilucid.core.reason_codes import ReasonCode
 
 __all__ = ["QuotaBook", "TenantQuota"]
 
@@ -83,7 +84,7 @@ class QuotaBook:
             return None
         may = max(0.0, quota.ceiling - used)
         return Reason(
-            "QuotaExceeded",
+            ReasonCode.QUOTA_EXCEEDED,
             f"over its tenant's quota: tenant {tenant} uses {used}/{quota.guaranteed}"
             f" guaranteed GPUs and may borrow {may:.0f} more (needs {gpus})",
             {"used": float(used), "guaranteed": float(quota.guaranteed), "needs": float(gpus)},

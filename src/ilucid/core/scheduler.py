@@ -29,6 +29,7 @@ from ilucid.core.model import (
 )
 from ilucid.core.picklable import picklable
 from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 from ilucid.core.wait_words import pool_open_to
 
@@ -82,7 +83,7 @@ class Policy(Protocol):
         """Pending jobs in the order the policy serves them; None: oldest first."""
         ...
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         """The policy's own countable code for why ``job`` waits; None: the core's."""
         ...
 
@@ -128,7 +129,7 @@ class PolicyBase:
         sentence."""
         return None
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         reason = self._reason(job)
         return reason.code if reason is not None else None
 
@@ -250,7 +251,7 @@ class SchedulingPass:
             if placement is None:
                 continue
             reason = Reason(
-                "Burst",
+                ReasonCode.BURST,
                 f"{why}; on-prem wait expected {wait_h:.1f} h, worth {worth:.2f} per GPU at"
                 f" {config.value_of_wait:g}/GPU-h, more than {cost:.2f} per GPU in pool"
                 f" {spec.name} ({spec.cost_per_gpu_hour:g}/GPU-h, {spec.startup_s:g} s start-up)",
@@ -303,7 +304,7 @@ class SchedulingPass:
                 Action.START,
                 job.spec.id,
                 placement,
-                (reason or Reason("Scheduled", why),),
+                (reason or Reason(ReasonCode.SCHEDULED, why),),
                 limit_s=limit_s,
                 startup_s=startup_s,
             )
@@ -335,7 +336,7 @@ class SchedulingPass:
                 Action.START,
                 job.spec.id,
                 placement,
-                (Reason("Packed", why),),
+                (Reason(ReasonCode.PACKED, why),),
                 shares_with=partner.spec.id,
             )
         )
@@ -362,7 +363,7 @@ class SchedulingPass:
                 placement,
                 (
                     Reason(
-                        "Preempted",
+                        ReasonCode.PREEMPTED,
                         f"{why}; {cost}restore costs {overhead:g} s",
                         {"overhead_s": overhead, "lost_s": lost},
                     ),
@@ -494,7 +495,7 @@ class Scheduler:
     def pending(self) -> Iterable[JobState]:
         return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
 
-    def wait_code(self, job_id: str) -> str:
+    def wait_code(self, job_id: str) -> ReasonCode:
         """A countable code for why a pending job is not running.
 
         Every pool open to the job counts (training may start on serving nodes),
@@ -509,13 +510,13 @@ class Scheduler:
         fraction = spec.gpu_milli < FULL_GPU  # may join a shared GPU with no whole GPU free
         pools = [(p, n) for p, n in self.free.pool_free.items() if pool_open_to(spec, p)]
         if not fraction and sum(n for _, n in pools) < spec.num_gpus:
-            return "InsufficientGpus"
+            return ReasonCode.INSUFFICIENT_GPUS
         for pool, left in pools:
             if (fraction or left >= spec.num_gpus) and self.placer.place(
                 spec, self.free, pool
             ) is not None:
-                return "BehindInOrder"
-        return "Fragmented" if any(n for _, n in pools) else "InsufficientGpus"
+                return ReasonCode.BEHIND_IN_ORDER
+        return ReasonCode.FRAGMENTED if any(n for _, n in pools) else ReasonCode.INSUFFICIENT_GPUS
 
     def expected_starts(
         self, now: float, until: str | None = None, limit: int = 5000

@@ -56,6 +56,7 @@ from ilucid.core import (
 from ilucid.core.policies.default import DefaultConfig, DefaultPlan
 from ilucid.core.policies.inference_tier import InferenceTier
 from ilucid.core.policies.router import InferenceRouter
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.sim.engine import Replay
 from ilucid.sim.replay_types import Annotator, SimResult, World
@@ -387,7 +388,7 @@ class ShardedScheduler(Scheduler):
         wakes = [w for s in self.shards if (w := s.next_wakeup(now)) is not None]
         return min(wakes, default=None)
 
-    def wait_code(self, job_id: str) -> str:
+    def wait_code(self, job_id: str) -> ReasonCode:
         return self._owner[job_id].wait_code(job_id)
 
     def why_pending(self, job_id: str, now: float) -> str:

@@ -49,6 +49,7 @@ from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.policies.start_words import WhyStart
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.core.quota import QuotaBook, TenantQuota
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
 
@@ -357,7 +358,7 @@ class DefaultPlan(ReplanningPolicy):
                 else f"for {self.config.guard_slice_s:,.0f} s, then back in its level"
             )
             self._why[seq] = Reason(
-                "StarvationGuard",
+                ReasonCode.STARVATION_GUARD,
                 f"waited {now - job.since:,.0f} s (guard: {bound:,.0f} s): served ahead of the"
                 f" order as soon as GPUs free, preempting other training if it must, {served}",
                 {"waited_s": now - job.since},

@@ -22,6 +22,7 @@ from ilucid.core.filters import allowed_types
 from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.picklable import picklable
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 
 __all__ = ["DRAINED_POOL_PREFIX", "Drain", "Drainer"]
@@ -142,7 +143,7 @@ class Drainer:
             explain(
                 job,
                 Reason(
-                    "DrainingForStarvingJob",
+                    ReasonCode.DRAINING_FOR_STARVING_JOB,
                     f"waited over {hours:g} h: node(s) {names} take no new training job"
                     f" until it fits there, except jobs expected to end by"
                     f" t={drain.until:.0f}, when they are expected to be empty",

@@ -19,6 +19,7 @@ from ilucid.core.free_gpus import MAIN_POOL
 from ilucid.core.jobs import JobState
 from ilucid.core.model import JobClass, Placement
 from ilucid.core.preemption import choose_victims
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.wait_words import plural
 
@@ -120,7 +121,7 @@ class InferenceTier:
             # (with no reserve, a full cluster is a matter of room: said below)
             if self.used + job.spec.gpu_share > cap and (self.static or self.reserve_training):
                 self.why[job.seq] = Reason(
-                    "TrainingReserve",
+                    ReasonCode.TRAINING_RESERVE,
                     f"inference holds {self.used:g}/{total} GPUs; starting it would"
                     f" break the {self.reserve_training:.0%} reserve kept for training",
                     {"inference_gpus": float(self.used), "limit": float(limit)},
@@ -129,7 +130,7 @@ class InferenceTier:
             if self.static:
                 if not step.try_start(job, "inference: starts at once in its pool", INFERENCE_POOL):
                     self.why[job.seq] = Reason(
-                        "InferencePoolFull",
+                        ReasonCode.INFERENCE_POOL_FULL,
                         f"no {gpus} free GPU(s) among the {INFERENCE_POOL} nodes",
                         {"needs": float(gpus)},
                     )
@@ -142,7 +143,7 @@ class InferenceTier:
                     else ""
                 )
                 self.why[job.seq] = Reason(
-                    "NoPreemptible",
+                    ReasonCode.NO_PREEMPTIBLE,
                     f"no free GPUs{shared}, and preempting training or best-effort jobs frees"
                     " none that it could use"
                     + (

@@ -31,6 +31,7 @@ from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, ProfileReport
 from ilucid.core.picklable import picklable
 from ilucid.core.policies.plan import PlanBase
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.wait_words import PROFILER, plural
 
@@ -274,10 +275,10 @@ class LucidPolicy(PlanBase):
     def next_wakeup(self, now: float) -> float | None:
         return None
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         if job.seq in self._main_key or any(e[2] is job for e in self._starving):
             return None
-        return "WaitingForProfiler"
+        return ReasonCode.WAITING_FOR_PROFILER
 
     def explain_wait(self, job: JobState, now: float) -> str | None:
         """A new job waits for the profiler: how full it is (its place in the profiling

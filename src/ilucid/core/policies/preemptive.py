@@ -31,6 +31,7 @@ from ilucid.core.policies.replan_orders import (
     SrtfOrder,
     TiresiasOrder,
 )
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry, SortedSums
 from ilucid.core.wait_words import plural
@@ -378,7 +379,9 @@ def _name_displaced(
             f"{v.spec.id} ({v.spec.job_class.value}, {plural(v.spec.num_gpus, 'GPU')})"
             for v in victims.values()
         )
-        step.add_reason(job.spec.id, Reason("Displaced", f"on GPUs freed by preempting {names}"))
+        step.add_reason(
+            job.spec.id, Reason(ReasonCode.DISPLACED, f"on GPUs freed by preempting {names}")
+        )
 
 
 def estimate_srtf(

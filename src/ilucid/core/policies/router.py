@@ -16,6 +16,7 @@ from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, JobClass, ProfileReport
 from ilucid.core.policies.inference_tier import InferenceTier
 from ilucid.core.policies.plan import PlanBase
+from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import PolicyBase, SchedulingPass
 
 __all__ = ["InferenceRouter"]
@@ -110,7 +111,7 @@ class InferenceRouter(PolicyBase):
             return self.inference.why.get(job.seq)
         return None
 
-    def wait_code(self, job: JobState) -> str | None:
+    def wait_code(self, job: JobState) -> ReasonCode | None:
         if job.spec.job_class is JobClass.INFERENCE:
             return super().wait_code(job)
         return self.training.wait_code(job)
