@@ -15,6 +15,7 @@ from ilucid.cli.app import build_parser
 from ilucid.cli.common import DEFAULT_URL, URL_FILE, service_url
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import render_table, summary_table
+from ilucid.core.framework import registered
 from ilucid.core.policies import PROFILES
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "ilucid" / "cli"
@@ -94,14 +95,28 @@ def test_progress_off_a_terminal_is_a_line_a_quarter(capsys: pytest.CaptureFixtu
 def test_policies_lists_every_profile_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = lines[2:]
+    rows = lines[2 : lines.index("")]
     assert len(rows) == len(PROFILES)
     names = [row.split()[0] for row in rows]
     expected = ["static-partition:N" if n == "static-partition" else n for n in PROFILES]
     assert names == expected
-    for row, entry in zip(rows, PROFILES.values(), strict=True):
-        assert row.endswith(entry.profile.summary)
+    for row, profile in zip(rows, PROFILES.values(), strict=True):
+        assert row.endswith(profile.summary)
     assert "(default)" in next(r for r in rows if r.startswith("ilucid "))
+
+
+def test_policies_lists_each_plugin_with_its_phase_and_arguments(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["policies"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("PLUGIN "))
+    rows = {line.split()[0]: line.split()[1:3] for line in lines[header + 2 :] if line}
+    for name, spec in registered().items():
+        assert rows[name][0] == spec.phase.value
+    assert rows["las"][1] == "thresholds=18000"  # its decoded default
+    made_of = next(line for line in lines if line.startswith("tiresias ") and "(plan)" in line)
+    assert made_of.split(None, 1)[1] == "las (queue_order), replan (plan)"
 
 
 def test_whatif_takes_lists_like_simulate(capsys: pytest.CaptureFixture[str]) -> None:

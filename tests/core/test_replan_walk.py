@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from ilucid.core import JobSpec
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Placement
-from ilucid.core.policies.preemptive import EstimateOrder, ReplanningPolicy, SrtfOrder
+from ilucid.core.policies.preemptive import ReplanningPolicy
+from ilucid.core.policies.replan_orders import EstimateOrder, SrtfOrder
 from ilucid.core.sorted_sums import Entry
 
 

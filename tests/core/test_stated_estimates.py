@@ -14,7 +14,8 @@ import pytest
 from ilucid.core import Cluster, JobSpec, JobState, Placement
 from ilucid.core.policies.default import DefaultConfig, DefaultPolicy
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
-from ilucid.core.policies.preemptive import EstimateOrder, estimate_srtf
+from ilucid.core.policies.preemptive import estimate_srtf
+from ilucid.core.policies.replan_orders import EstimateOrder
 from ilucid.core.stated_estimate import blend, claim_ends, standing
 from ilucid.sim.engine import simulate
 

@@ -53,7 +53,7 @@ from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
 from ilucid.core.sorted_sums import Entry
 
-__all__ = ["DefaultConfig", "DefaultPlan", "DefaultPolicy", "LeveledEstimateOrder"]
+__all__ = ["DefaultConfig", "DefaultPlan", "DefaultPolicy"]
 
 
 @dataclass(frozen=True, slots=True)

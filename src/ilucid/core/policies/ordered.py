@@ -13,11 +13,10 @@ import bisect
 from collections.abc import Callable, Iterator
 
 from ilucid.core.jobs import JobState
-from ilucid.core.model import DEFAULT_ESTIMATE_S
 from ilucid.core.policies.plan import PlanBase
 from ilucid.core.scheduler import SchedulingPass
 
-__all__ = ["DEFAULT_ESTIMATE_S", "OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
+__all__ = ["OrderedPolicy", "QueueKey", "fifo_key", "qssf_key", "sjf_key"]
 
 QueueKey = Callable[[JobState], tuple[float, ...]]
 

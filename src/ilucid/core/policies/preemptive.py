@@ -37,11 +37,7 @@ from ilucid.core.sorted_sums import Entry, SortedSums
 from ilucid.core.wait_words import plural
 
 __all__ = [
-    "EstimateOrder",
-    "ReplanOrder",
     "ReplanningPolicy",
-    "SrtfOrder",
-    "TiresiasOrder",
     "estimate_srtf",
     "srtf",
     "tiresias",

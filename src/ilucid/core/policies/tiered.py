@@ -48,7 +48,7 @@ from ilucid.core.preemption import choose_victims
 from ilucid.core.quota import QuotaBook, TenantQuota
 from ilucid.core.scheduler import SchedulingPass
 
-__all__ = ["INFERENCE_POOL", "TierConfig", "TieredPlan", "TieredPolicy"]
+__all__ = ["TierConfig", "TieredPlan", "TieredPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
