@@ -14,7 +14,7 @@ import statistics
 from collections import deque
 
 from ilucid.core.jobs import JobState, RestoreOverhead
-from ilucid.core.policies.preemptive import EstimateOrder
+from ilucid.core.policies.replan_orders import EstimateOrder
 from ilucid.core.sorted_sums import Entry
 
 __all__ = ["PACKED", "STARVING", "Facts", "LeveledEstimateOrder"]
