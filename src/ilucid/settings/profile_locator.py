@@ -68,4 +68,6 @@ class Locator:
 
     def plugin_error(self, index: int, key: str | None, message: str) -> ValueError:
         field = f"plugin[{index + 1}]" + (f".{key}" if key else "")
-        return self.error_type(f"{self.path}:{self.plugin_line(index, key)}: {field}: {message}")
+        # an argument sits on the ``args = {...}`` line (or in its [plugin.args] table)
+        line = self.plugin_line(index, "args" if key and key.startswith("args.") else key)
+        return self.error_type(f"{self.path}:{line}: {field}: {message}")
