@@ -16,6 +16,7 @@ from ilucid.sweep.engine import (
 )
 from ilucid.sweep.grid import (
     DEFAULT_PARAMS,
+    METRICS,
     Cell,
     Grid,
     GridError,
@@ -26,7 +27,7 @@ from ilucid.sweep.grid import (
 )
 from ilucid.sweep.perturb import perturb
 from ilucid.sweep.report import ALL_TRACES, Estimate, ReportRow, estimate, sweep_report
-from ilucid.sweep.table import COLUMNS, METRICS, RUN_COLUMNS, ResultTable, TableError
+from ilucid.sweep.table import COLUMNS, RUN_COLUMNS, ResultTable, TableError
 
 __all__ = [
     "ALL_TRACES",

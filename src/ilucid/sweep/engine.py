@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ilucid.sweep.cell import CellFailed, run_cell
-from ilucid.sweep.grid import Cell
-from ilucid.sweep.table import METRICS, ResultTable, TableError
+from ilucid.sweep.grid import METRICS, Cell
+from ilucid.sweep.table import ResultTable, TableError
 
 if TYPE_CHECKING:
     from distributed import Client

@@ -21,7 +21,6 @@ from ilucid.traces.csv_cells import formula_safe, restored_cell
 __all__ = [
     "COLUMNS",
     "KEY_COLUMNS",
-    "METRICS",
     "RUN_COLUMNS",
     "ResultTable",
     "TableError",
