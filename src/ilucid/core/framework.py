@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from mypy_extensions import mypyc_attr
 
 from ilucid.core.decision import Reason, Words
-from ilucid.core.free_gpus import FreeGpus
+from ilucid.core.free_gpus import MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import ProfileReport
 from ilucid.core.picklable import picklable
@@ -104,7 +104,7 @@ class PassView(Protocol):
         self,
         job: JobState,
         why: str | Callable[[], Words],
-        pool: str = ...,
+        pool: str = MAIN_POOL,
         limit_s: float | None = None,
     ) -> bool: ...
 
@@ -375,8 +375,8 @@ class Part:
     """One built plugin of a profile: its place, its decoded arguments, the plugin."""
 
     ref: PluginRef
-    args: object
-    plugin: object
+    args: Any  # (Any, not object: a compiled dataclass resolves its field types by name)
+    plugin: Any
 
 
 _Spec = TypeVar("_Spec")
