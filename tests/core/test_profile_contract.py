@@ -73,7 +73,7 @@ class Driver:
         for job_id, until in list(self.limits.items()):
             job = self.scheduler.jobs.get(job_id)
             if job is not None and job.status is JobStatus.RUNNING and until <= now:
-                report = ProfileReport(sharing_score=0.5, gpu_memory_gb=4.0, estimate=200.0)
+                report = ProfileReport(sharing_score=1, gpu_memory_gb=4.0, estimate=200.0)
                 self.scheduler.profiled(job_id, now, report)
             self.limits.pop(job_id)
 

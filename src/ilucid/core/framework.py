@@ -370,7 +370,7 @@ class BuildContext:
     overrides: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Part:
     """One built plugin of a profile: its place, its decoded arguments, the plugin."""
 
@@ -382,7 +382,7 @@ class Part:
 _Spec = TypeVar("_Spec")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # holds functions: never pickled, never a dict key
 class PluginSpec:
     """A registry entry: a name, its phase, how to read its arguments, how to build it.
 
