@@ -86,6 +86,7 @@ SLOW_TO_STOP = """
 import argparse, sys, time
 from pathlib import Path
 from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.cli.serve.log_setup import configure_logging
 from ilucid.cli.serve.run import _serve_until_stopped
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.scheduler_service import SchedulerService
@@ -103,6 +104,7 @@ service = SlowToStop(make_engine(url), LocalBackend(data, GpuInventory(1, "virtu
 args = argparse.Namespace(
     data_dir=data, interval=0.05, host="127.0.0.1", port=int(sys.argv[2]), metrics_public=False
 )
+configure_logging("info", "text")  # as serve does: it announces "API on ..." as a report
 _serve_until_stopped(args, service, None)
 """
 

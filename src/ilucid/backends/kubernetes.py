@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -43,6 +44,8 @@ from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status
 from ilucid.core import Cluster
 
 __all__ = ["KubernetesBackend", "LeaseElector", "node_inventory"]
+
+logger = logging.getLogger(__name__)
 
 QUEUE_LABEL = "ilucid.io/queue"
 JOB_ID = "ilucid.io/job-id"
@@ -166,7 +169,7 @@ class KubernetesBackend:
                         foreign.append(_foreign(kind, obj))
                     except ValueError as exc:  # not accepted: ilucid could not book it
                         if key_of(obj) not in self._unreadable:
-                            print(f"ilucid: not accepting {exc}", flush=True)
+                            logger.warning("ilucid: not accepting %s", exc)
                         self._unreadable.add(key_of(obj))
         self._jobs, self._foreign = ours, foreign
         observed = {job_id: self._as_observed(job_id, *entry) for job_id, entry in ours.items()}

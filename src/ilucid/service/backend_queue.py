@@ -9,6 +9,7 @@ A failure here loses nothing: the next pass tries again.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 from sqlalchemy import select
@@ -25,6 +26,8 @@ from ilucid.service.job_store import JobStore
 from ilucid.service.lifecycle import FOREIGN, Cause, Phase, Stimulus, is_foreign, new_stimulus_id
 
 __all__ = ["BackendQueue"]
+
+logger = logging.getLogger(__name__)
 
 
 class BackendQueue:
@@ -60,7 +63,9 @@ class BackendQueue:
                 memory_gb=row.memory_gb,
             )
         except (BackendUnavailable, ValueError) as exc:
-            print(f"ilucid serve: could not enqueue {row.id} yet: {exc}", flush=True)
+            logger.warning(
+                "ilucid serve: could not enqueue %s yet: %s", row.id, exc, extra={"job_id": row.id}
+            )
 
     def sync(self, session: Session, seen: Observation, total_gpus: int) -> None:
         """Accept opted-in foreign jobs; enqueue pending jobs the backend lacks."""
@@ -84,7 +89,7 @@ class BackendQueue:
             try:
                 backend.claim(foreign, row.id)
             except BackendUnavailable as exc:
-                print(f"ilucid serve: claiming {foreign.key}: {exc}", flush=True)
+                logger.warning("ilucid serve: claiming %s: %s", foreign.key, exc)
 
     def _accept(
         self, session: Session, foreign: ForeignJob, marker: str, total_gpus: int

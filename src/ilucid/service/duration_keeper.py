@@ -27,6 +27,7 @@ to kill a service deterministically while a refit is under way.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 import time
@@ -55,6 +56,8 @@ from ilucid.service.db import JobRow, ModelRow, make_engine
 from ilucid.service.estimate_trust import TrustBook, overran, stated_history
 
 __all__ = ["DurationKeeper", "RefitRefused"]
+
+logger = logging.getLogger(__name__)
 
 KIND = "duration"
 GATE_ENV = "ILUCID_REFIT_GATE"
@@ -185,7 +188,7 @@ class DurationKeeper:
             try:
                 model, version = load_model(Path(row.path))
             except (OSError, ValueError, EOFError, ImportError, AttributeError) as exc:
-                print(f"ilucid serve: duration model v{row.version} unusable: {exc}", flush=True)
+                logger.warning("ilucid serve: duration model v%s unusable: %s", row.version, exc)
                 continue
             self.live.install(model, version)
             self.trained_rows, self.trained_at = row.rows, row.trained_at
@@ -318,10 +321,11 @@ class DurationKeeper:
                 self._last_version = max(self._last_version, version)
                 self.trained_rows, self.trained_at = fitted.rows, now
                 self.last_error = ""
-            print(
-                f"ilucid serve: duration model v{version} fitted on {fitted.rows} jobs"
-                f" in {fitted.fit_s:.1f} s",
-                flush=True,
+            logger.info(
+                "ilucid serve: duration model v%s fitted on %s jobs in %.1f s",
+                version,
+                fitted.rows,
+                fitted.fit_s,
             )
         except Exception as exc:  # a failed refit keeps the previous model
             with self._lock:
@@ -329,7 +333,7 @@ class DurationKeeper:
                 if self._pool is not None and isinstance(exc, BrokenProcessPool):
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            print(f"ilucid serve: duration model refit failed: {exc!r}", flush=True)
+            logger.exception("ilucid serve: duration model refit failed: %r", exc)
         finally:
             with self._lock:
                 if self._running is future:

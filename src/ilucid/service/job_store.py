@@ -8,6 +8,7 @@ numbered on from the newest in the database, which other replicas share.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ilucid.core import JobClass, JobSpec
 from ilucid.estimators.live import DurationEstimate
+from ilucid.service.commit_log import log_after_commit
 from ilucid.service.db import JobRow, TransitionRow
 from ilucid.service.lifecycle import (
     LEGAL,
@@ -39,6 +41,8 @@ __all__ = [
     "phase",
     "spec_of",
 ]
+
+logger = logging.getLogger(__name__)
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = STORED_STATES
 ENDED = frozenset({SUCCEEDED, FAILED, CANCELLED})
@@ -316,6 +320,21 @@ class JobStore:
         reason: str,
         now: float,
     ) -> None:
+        """The move's story line, in the caller's transaction; its log line (with the
+        job's id and the stimulus's) is written once that transaction commits."""
+        log_after_commit(
+            session,
+            logger,
+            logging.INFO,
+            "%s: %s -> %s: %s (%s, %s)",
+            row.id,
+            current.value or "new",
+            to.value,
+            reason,
+            cause.kind.value,
+            cause.id,
+            extra={"job_id": row.id, "stimulus_id": cause.id},
+        )
         session.add(
             TransitionRow(
                 job_id=row.id,

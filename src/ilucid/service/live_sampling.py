@@ -3,6 +3,7 @@ job, and what a job's samples add up to (its profiling run, its whole life)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Container
 
 from sqlalchemy import Engine, select
@@ -15,6 +16,8 @@ from ilucid.service.lifecycle import NO_GPUS, Phase
 from ilucid.service.live_profiler import MeasuredRun
 
 __all__ = ["Sampler", "measured_run", "measured_summary"]
+
+logger = logging.getLogger(__name__)
 
 
 class Sampler:
@@ -47,7 +50,9 @@ class Sampler:
             try:
                 sample = self.metrics.sample(row.id, gpus, pids)
             except Exception as exc:  # a metrics hiccup never stops scheduling
-                print(f"ilucid serve: sampling {row.id} failed: {exc!r}", flush=True)
+                logger.warning(
+                    "ilucid serve: sampling %s failed: %r", row.id, exc, extra={"job_id": row.id}
+                )
                 continue
             self._last[row.id] = now
             if sample is not None:

@@ -23,6 +23,7 @@ start, on a policy change, and when a replica becomes leader.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 
@@ -68,6 +69,8 @@ from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
 __all__ = ["Reconciler"]
+
+logger = logging.getLogger(__name__)
 
 _PREEMPTED_GONE = "its preempted process is gone"
 _CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
@@ -260,10 +263,11 @@ class Reconciler:
             except ValueError:
                 continue
         self.scheduler.withdraw(row.id, now)
-        print(
-            f"ilucid serve: {row.id} runs but no GPUs are left to account it on; it keeps"
-            " running and its end is recorded",
-            flush=True,
+        logger.warning(
+            "ilucid serve: %s runs but no GPUs are left to account it on; it keeps running"
+            " and its end is recorded",
+            row.id,
+            extra={"job_id": row.id},
         )
 
     def finish_in_core(self, job_id: str, now: float) -> None:
@@ -279,17 +283,23 @@ class Reconciler:
             self.backend.stop(job_id)
         except BackendUnavailable as exc:
             self._stop_retry.add(job_id)
-            print(f"ilucid serve: stopping {job_id} failed for now: {exc}", flush=True)
+            logger.warning(
+                "ilucid serve: stopping %s failed for now: %s",
+                job_id,
+                exc,
+                extra={"job_id": job_id},
+            )
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
         whole = time.perf_counter()
         seen = self.backend.observe()
         if seen.cluster != self.cluster:  # a node added or gone (Slurm, Kubernetes)
-            print(
-                f"ilucid serve: the cluster changed ({len(self.cluster.nodes)} ->"
-                f" {len(seen.cluster.nodes)} nodes): the core is rebuilt, running jobs kept",
-                flush=True,
+            logger.info(
+                "ilucid serve: the cluster changed (%d -> %d nodes): the core is rebuilt,"
+                " running jobs kept",
+                len(self.cluster.nodes),
+                len(seen.cluster.nodes),
             )
             self.rebuild(self._new_policy, self.profiles)
             seen = self.backend.observe()
@@ -345,7 +355,7 @@ class Reconciler:
         try:
             self.excluded = excludes.excluded_nodes()
         except BackendUnavailable as exc:  # keep the last answer; asked again next pass
-            print(f"ilucid serve: reading excluded nodes: {exc}", flush=True)
+            logger.warning("ilucid serve: reading excluded nodes: %s", exc)
         names = self.excluded
         fenced = [i for i, node in enumerate(self.cluster.nodes) if node.name in names]
         self.scheduler.free.set_unavailable(fenced)
@@ -459,7 +469,12 @@ class Reconciler:
             try:
                 publisher.publish_reason(job_id, self.scheduler.why_pending(job_id, now))
             except BackendUnavailable as exc:
-                print(f"ilucid serve: publishing why {job_id} waits: {exc}", flush=True)
+                logger.warning(
+                    "ilucid serve: publishing why %s waits: %s",
+                    job_id,
+                    exc,
+                    extra={"job_id": job_id},
+                )
                 return
 
     def _forget_recorded_ends(self) -> None:
@@ -552,7 +567,12 @@ class Reconciler:
                     memory_gb=row.memory_gb,
                 )
         except BackendUnavailable as exc:  # tried again on the next pass
-            print(f"ilucid serve: launching {row.id} failed for now: {exc}", flush=True)
+            logger.warning(
+                "ilucid serve: launching %s failed for now: %s",
+                row.id,
+                exc,
+                extra={"job_id": row.id, "stimulus_id": pass_id},
+            )
             return
         except (OSError, ValueError) as exc:  # e.g. a missing working directory: retried
             why = f"could not be launched: {exc}"

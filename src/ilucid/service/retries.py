@@ -16,6 +16,7 @@ final sentence and for ``explain``.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -37,6 +38,8 @@ __all__ = [
     "attempts_of",
     "backoff_s",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: the wait before the first retry; each later one waits twice the one before
 BACKOFF_S = 10.0
@@ -191,8 +194,10 @@ class Retries:
         try:
             scheduler.submit(spec_of(row), row.submit_time)
         except ValueError as exc:  # the cluster shrank below it: kept, never lost
-            print(
-                f"ilucid serve: {row.id} stays pending outside the queue until the cluster"
-                f" can hold it: {exc}",
-                flush=True,
+            logger.warning(
+                "ilucid serve: %s stays pending outside the queue until the cluster"
+                " can hold it: %s",
+                row.id,
+                exc,
+                extra={"job_id": row.id},
             )

@@ -23,6 +23,7 @@ whoever takes the lock next empties, in memory (:mod:`~ilucid.service.core_inbox
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -73,6 +74,8 @@ from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
 
 __all__ = ["JobRequest", "SchedulerService", "ServiceError"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -254,10 +257,12 @@ class SchedulerService:
             try:
                 self.scheduler.submit(spec_of(row), row.submit_time)
             except ValueError as exc:  # the cluster shrank below it: kept, never lost
-                print(
-                    f"ilucid serve: {row.id} stays pending outside the queue until the"
-                    f" cluster can hold it: {exc}",
-                    flush=True,
+                logger.warning(
+                    "ilucid serve: %s stays pending outside the queue until the cluster"
+                    " can hold it: %s",
+                    row.id,
+                    exc,
+                    extra={"job_id": row.id},
                 )
             self.reconciler.backend_queue.enqueue(row)
 
@@ -324,7 +329,7 @@ class SchedulerService:
                     if heartbeat is not None:
                         heartbeat()
             except Exception as exc:  # a running service never dies on one bad pass
-                print(f"ilucid serve: reconcile failed: {exc!r}", flush=True)
+                logger.exception("ilucid serve: reconcile failed: %r", exc)
             self.wake.wait(interval_s)
             # let a burst of submissions gather: one pass serves them all
             stop.wait(min(0.05, interval_s))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -38,6 +39,8 @@ __all__ = [
     "record_start",
     "record_stop",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Seconds between two signs of life of a running service.
 BEAT_S = 15.0
@@ -107,7 +110,7 @@ async def _beat(service: SchedulerService, run_id: int, every_s: float) -> None:
         try:
             await asyncio.to_thread(record_beat, service.engine, run_id, service.clock())
         except Exception as exc:  # a database hiccup must not stop the service
-            print(f"ilucid serve: recording uptime failed: {exc!r}", flush=True)
+            logger.warning("ilucid serve: recording uptime failed: %r", exc)
 
 
 @contextlib.asynccontextmanager

@@ -1,5 +1,5 @@
 """``ilucid serve``'s options, in groups: where the service keeps state and listens,
-scheduling, the live duration model, and the backend."""
+scheduling, the live duration model, the backend, and its log."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ilucid.cli.common import DEFAULT_DATA, DEFAULT_PORT, URL_FILE
+from ilucid.cli.serve.log_setup import add_log_arguments
 
 __all__ = ["DEFAULT_VIRTUAL_GPUS", "add_serve_arguments"]
 
@@ -27,11 +28,12 @@ def _positive(text: str) -> float:
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``ilucid serve``'s options, in groups: where, which policy, the duration model,
-    and the backend."""
+    the backend, and how it logs."""
     _add_where_options(serve.add_argument_group("where the service keeps state and listens"))
     _add_policy_options(serve.add_argument_group("scheduling"))
     _add_model_options(serve.add_argument_group("the live duration model"))
     _add_backend_options(serve.add_argument_group("backend (where jobs run)"))
+    add_log_arguments(serve.add_argument_group("what the service reports (its log)"))
 
 
 def _add_where_options(group: argparse._ArgumentGroup) -> None:

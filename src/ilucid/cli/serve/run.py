@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ilucid.cli.common import URL_FILE
+from ilucid.cli.common import URL_FILE, CliError
 from ilucid.cli.serve.host import db_url, migrate_or_refuse, private_data_dir
+from ilucid.cli.serve.log_setup import configure_from
 from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
 from ilucid.core import Profile
 from ilucid.core.policies import live_profiles, register_profile
@@ -28,10 +30,27 @@ from ilucid.settings.profile_file import is_profile_file, load_profile
 
 __all__ = ["serve"]
 
+logger = logging.getLogger(__name__)
+
 
 def serve(args: argparse.Namespace) -> int:
     """Check the settings, open the database, build the service, then serve until a
     signal stops it (running jobs keep running: the next start re-adopts them)."""
+    configure_from(args)  # first: a bad --log-level stops here, and all that follows logs
+    try:
+        return _serve(args)
+    except (CliError, ValueError, OSError) as exc:
+        if args.log_format != "json":
+            raise  # the CLI's one line on stderr, as every command's
+        # a collector reading JSON lines sees why the service stopped as one of them
+        logger.error("ilucid: error: %s", exc)
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """:func:`serve`'s work, once its log is set up."""
+    from sqlalchemy.engine import make_url
+
     # absolute from here on: what the runner, a job and a restart read must not depend
     # on the directory the service was started in
     args.data_dir = Path(args.data_dir).expanduser().resolve()
@@ -48,14 +67,15 @@ def serve(args: argparse.Namespace) -> int:
         if args.backend == "slurm"
         else f"{gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}"
     )
-    print(f"ilucid serve: {where}, policy {args.policy}, state in {url}")
+    shown = make_url(url).render_as_string(hide_password=True)  # never a password
+    logger.info("ilucid serve: %s, policy %s, state in %s", where, args.policy, shown)
     if args.backend == "local":
-        print(_who_runs_jobs(backend, args.dynamic_uids), flush=True)
+        logger.info("%s", _who_runs_jobs(backend, args.dynamic_uids))
         for line in backend.describe_isolation():
-            print(line, flush=True)
+            logger.info("%s", line)
     if service.readopted:
         ids = ", ".join(service.readopted)
-        print(f"re-adopted {_count(len(service.readopted), 'running job')} ({ids})")
+        logger.info("re-adopted %s (%s)", _count(len(service.readopted), "running job"), ids)
     try:
         _serve_until_stopped(args, service, gate)
     finally:
@@ -147,7 +167,7 @@ def _open_database(args: argparse.Namespace) -> tuple[str, Any]:
         path = args.data_dir / "admin.token"
         path.write_text(token + "\n", encoding="utf-8")
         path.chmod(0o600)
-        print(f"created the admin token in {path} (export ILUCID_TOKEN=$(cat {path}))")
+        logger.info("created the admin token in %s (export ILUCID_TOKEN=$(cat %s))", path, path)
     return url, engine
 
 
@@ -252,10 +272,14 @@ def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> N
         url = _client_url(args.host, port)
         with contextlib.suppress(OSError):  # a read-only data directory: no URL file
             (args.data_dir / URL_FILE).write_text(url + "\n", encoding="utf-8")
-        print(
-            f"API on {url}; dashboard: {url}/ (sign in with the admin token in {token_file},"
-            f" or open {url}/#token=$(cat {token_file}))",
-            flush=True,
+        logger.info(
+            "API on %s; dashboard: %s/ (sign in with the admin token in %s, or open"
+            " %s/#token=$(cat %s))",
+            url,
+            url,
+            token_file,
+            url,
+            token_file,
         )
 
     stop = threading.Event()
@@ -271,7 +295,16 @@ def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> N
             # has shut down); its default would end the process before the loop stops
             signal.signal(signal.SIGTERM, signal.default_int_handler)
         app = build_app(service, metrics_public=args.metrics_public)
-        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+        # uvicorn's own reports go through the handler serve set up (log_config=None),
+        # warnings and above: its access log would be a line per request
+        quiet = max(logging.WARNING, logging.getLogger("ilucid").getEffectiveLevel())
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            log_level=quiet,
+        )
         server = _announcing_server(config, listening)
         server.run()
     except KeyboardInterrupt:
@@ -292,7 +325,7 @@ def _record_stop(app: Any, service: Any) -> None:
     try:
         record_stop(app, service.clock())
     except Exception as exc:
-        print(f"ilucid serve: recording the stop time failed: {exc!r}", flush=True)
+        logger.warning("ilucid serve: recording the stop time failed: %r", exc)
 
 
 def _announcing_server(config: Any, listening: Callable[[int], None]) -> Any:
@@ -334,7 +367,7 @@ def _say_stopping(engine: Any) -> None:
     )
     if pending:
         said += f"; {_count(pending, 'pending job')} {'stays' if pending == 1 else 'stay'} queued"
-    print(said, flush=True)
+    logger.info("%s", said)
 
 
 def _count(count: int, noun: str) -> str:
