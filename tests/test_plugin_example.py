@@ -79,7 +79,7 @@ def test_the_plugin_is_listed_once_installed(venv_python: Path, tmp_path: Path) 
     found = subprocess.run(
         [str(venv_python), "-c", probe], capture_output=True, text=True, check=True
     )
-    assert "ilucid_deadline:DeadlineFirst" in found.stdout
+    assert "deadline_first:DeadlineFirst" in found.stdout
 
 
 def test_simulate_replays_the_installed_plugin(venv_python: Path, tmp_path: Path) -> None:

@@ -113,7 +113,8 @@ class KubeDriver:
 @pytest.fixture(params=["local", "slurm", "kubernetes"])
 def driver(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) -> Iterator[Driver]:
     if request.param == "local":
-        from ilucid.backends.local import GpuInventory, LocalBackend
+        from ilucid.backends.local import LocalBackend
+        from ilucid.backends.local_host import GpuInventory
 
         yield FileDriver(
             job_scratch,
@@ -348,7 +349,8 @@ def shapes(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) ->
     """Local: this host, one node of one GPU type (v100 here). Slurm: node1 with 4 a100
     and node2 with 4 v100 (typed GRES). Kubernetes: an A100 node and a V100 node."""
     if request.param == "local":
-        from ilucid.backends.local import GpuInventory, LocalBackend
+        from ilucid.backends.local import LocalBackend
+        from ilucid.backends.local_host import GpuInventory
 
         inventory = GpuInventory(2, "v100", 16.0, "virtual")
         yield FileShapes(job_scratch, lambda: LocalBackend(tmp_path, inventory, grace_s=2), False)

@@ -6,7 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.backends.runner import CappedLog
 
 

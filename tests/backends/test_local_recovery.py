@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from ilucid.backends.base import ProcessState
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 
 RUN_AS = "#61191" if os.geteuid() == 0 else None
 

@@ -30,7 +30,7 @@ from kube_fixtures import (
     pytorchjob,
 )
 
-from ilucid.backends.kubernetes import LeaseElector
+from ilucid.backends.kubernetes_lease import LeaseElector
 from ilucid.service.db import DecisionRow, JobRow, make_engine, migrate
 from ilucid.service.scheduler_service import SchedulerService
 

@@ -32,11 +32,13 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 from starlette.routing import BaseRoute
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import JobRow, make_engine, migrate
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_helpers import free_port, serve_command

@@ -35,13 +35,15 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.core.policies import live_profiles
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.edge import MAX_BODY_BYTES
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 FIELDS = ["command", "gpus", "class", "estimate_s", "checkpoint_s", "cwd"]
 NUMERIC = ["gpus", "estimate_s", "checkpoint_s"]

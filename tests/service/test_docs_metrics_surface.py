@@ -22,7 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.dashboard import CONTENT_SECURITY_POLICY

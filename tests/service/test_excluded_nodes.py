@@ -11,11 +11,13 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from ilucid.backends.base import ReportsExcludedNodes
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 
 class DrainableHost(LocalBackend):

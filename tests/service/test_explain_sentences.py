@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.core import Cluster, Placement
 from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.service.db import JobRow, make_engine, migrate
-from ilucid.service.job_store import StoryLine
+from ilucid.service.job_store import JobRequest, StoryLine
 from ilucid.service.live_policies import live_policy_factory
 from ilucid.service.running_sentence import describe_running, span
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.scheduler_service import SchedulerService
 
 #: 2023-11-14 22:13:20 UTC
 T0 = 1_700_000_000.0

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ilucid.backends.local import GpuInventory, HostResources, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory, HostResources
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate

@@ -9,8 +9,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
+from ilucid.service.job_store import JobRequest
 from ilucid.service.lifecycle import (
     LEGAL,
     IllegalTransition,
@@ -19,7 +21,7 @@ from ilucid.service.lifecycle import (
     is_foreign,
     phase_of,
 )
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.scheduler_service import SchedulerService
 
 
 def test_hidden_phases_are_named() -> None:

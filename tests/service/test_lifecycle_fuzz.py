@@ -27,9 +27,9 @@ from sqlalchemy.orm import Session
 from ilucid.backends.base import ProcessState
 from ilucid.core import Cluster, Node
 from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
-from ilucid.service.job_store import phase
+from ilucid.service.job_store import JobRequest, phase
 from ilucid.service.lifecycle import LEGAL, Phase
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_backend import MemoryBackend

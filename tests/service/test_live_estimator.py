@@ -232,7 +232,8 @@ def _healthy(url: str) -> bool:
 def test_median_fallback_is_explained_and_an_early_refit_is_refused(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from ilucid.backends.local import GpuInventory, LocalBackend
+    from ilucid.backends.local import LocalBackend
+    from ilucid.backends.local_host import GpuInventory
     from ilucid.service.api import build_app
     from ilucid.service.db import migrate
     from ilucid.service.duration_keeper import DurationKeeper

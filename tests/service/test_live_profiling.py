@@ -15,13 +15,15 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.backends.metrics import GpuSample, ReplayMetrics
 from ilucid.core import ProfileReport
 from ilucid.service.db import EstimatorVersion, JobRow, TransitionRow, make_engine, migrate
+from ilucid.service.job_store import JobRequest
 from ilucid.service.live_policies import live_policy_factory
 from ilucid.service.live_profiler import MeasuredRun, profile_report, rule_score
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.scheduler_service import SchedulerService
 
 # a job that writes where it ran on each start, so the test sees both runs
 JOB = 'echo "$CUDA_VISIBLE_DEVICES" >> "{out}"; sleep {seconds}'

@@ -14,12 +14,14 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
+from ilucid.service.job_store import JobRequest
 from ilucid.service.metrics_export import METRIC_NAMES
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.scheduler_service import SchedulerService
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "ilucid.json"

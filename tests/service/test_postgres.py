@@ -7,9 +7,11 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.db import make_engine, migrate
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 
 def _newest_revision() -> str:

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ilucid.backends.local import GpuInventory, LocalBackend, discover_gpus
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory, discover_gpus
 from ilucid.backends.metrics import GpuSample, ReplayMetrics
 from ilucid.service.db import make_engine, migrate
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 
 def service_with(tmp_path: Path, metrics: object) -> SchedulerService:

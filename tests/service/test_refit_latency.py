@@ -39,7 +39,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_refit_on_dask import _history, _worker, scheduler  # noqa: F401
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.core import Decision
 from ilucid.service.db import make_engine
 from ilucid.service.duration_keeper import DurationKeeper

@@ -22,7 +22,8 @@ from ilucid.core import Cluster, Node
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import JobRow, make_engine, migrate
-from ilucid.service.scheduler_service import JobRequest, SchedulerService
+from ilucid.service.job_store import JobRequest
+from ilucid.service.scheduler_service import SchedulerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_backend import MemoryBackend

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.api import build_app
 from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local import LocalBackend
+from ilucid.backends.local_host import GpuInventory
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.job_store import JobRequest
 from ilucid.service.scheduler_service import SchedulerService

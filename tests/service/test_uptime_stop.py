@@ -85,7 +85,8 @@ def test_a_clean_stop_ends_the_run_when_serve_has_stopped(tmp_path: Path, server
 SLOW_TO_STOP = """
 import argparse, sys, time
 from pathlib import Path
-from ilucid.backends.local import GpuInventory, LocalBackend
+from ilucid.backends.local_host import GpuInventory
+from ilucid.backends.local import LocalBackend
 from ilucid.cli.serve.log_setup import configure_logging
 from ilucid.cli.serve.run import _serve_until_stopped
 from ilucid.service.db import make_engine, migrate

@@ -39,11 +39,10 @@ from ilucid.backends.base import (
     ProcessState,
 )
 from ilucid.backends.kubernetes_kinds import JOB, KINDS, Kind, gpu_type_of, node_inventory
-from ilucid.backends.kubernetes_lease import LeaseElector
 from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status_of
 from ilucid.core import Cluster
 
-__all__ = ["KubernetesBackend", "LeaseElector", "node_inventory"]
+__all__ = ["KubernetesBackend"]
 
 logger = logging.getLogger(__name__)
 

@@ -64,11 +64,7 @@ from ilucid.core.policies.lucid import PROFILER_LABEL
 
 __all__ = [
     "DEFAULT_MAX_LOG_MB",
-    "GpuInventory",
-    "HostResources",
     "LocalBackend",
-    "discover_gpus",
-    "discover_host",
     "job_environment",
 ]
 

@@ -62,9 +62,11 @@ def live_demo(data_dir: Path | None = None) -> int:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from ilucid.backends.local import GpuInventory, LocalBackend
+    from ilucid.backends.local import LocalBackend
+    from ilucid.backends.local_host import GpuInventory
     from ilucid.service.db import JobRow, TransitionRow, make_engine, migrate
-    from ilucid.service.scheduler_service import JobRequest, SchedulerService
+    from ilucid.service.job_store import JobRequest
+    from ilucid.service.scheduler_service import SchedulerService
 
     folder = Path(tempfile.mkdtemp(prefix="ilucid-demo-")) if data_dir is None else data_dir
     url = f"sqlite:///{folder / 'ilucid.db'}"

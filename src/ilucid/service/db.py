@@ -42,7 +42,6 @@ __all__ = [
     "SampleRow",
     "TokenRow",
     "TransitionRow",
-    "UnreadableDatabase",
     "make_engine",
     "migrate",
 ]

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.edge import SubmitBody, query_text
-from ilucid.service.job_store import spec_of
+from ilucid.service.job_model import ServiceError
+from ilucid.service.job_store import JobRequest, spec_of
 from ilucid.service.retries import attempts_of
 from ilucid.service.running_sentence import estimate_sentence
-from ilucid.service.scheduler_service import JobRequest, ServiceError
 
 __all__ = ["estimate_json", "job_json", "router"]
 

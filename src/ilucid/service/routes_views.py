@@ -14,8 +14,9 @@ from fastapi import APIRouter
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from ilucid.core.policies.default import DefaultPolicy
-from ilucid.core.policies.tiered import TieredPolicy
+from ilucid.core.policies.default import DefaultPlan
+from ilucid.core.policies.router import InferenceRouter
+from ilucid.core.policies.tiered import TieredPlan
 from ilucid.core.quota import QuotaBook
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.auth import Identity
@@ -122,7 +123,8 @@ def history(
 def _quota_book(service: Live) -> QuotaBook | None:
     """The live policy's quota book (the policies that keep quotas: tiered, ilucid)."""
     policy = service.scheduler.policy
-    return policy.quotas if isinstance(policy, TieredPolicy | DefaultPolicy) else None
+    plan = policy.training if isinstance(policy, InferenceRouter) else policy
+    return plan.quotas if isinstance(plan, TieredPlan | DefaultPlan) else None
 
 
 @router.get("/quotas")

@@ -43,7 +43,6 @@ from ilucid.core import (
     Policy,
     Scheduler,
     SchedulerConfig,
-    make_policy,
 )
 from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler
 from ilucid.estimators.live import DurationEstimate
@@ -67,13 +66,14 @@ from ilucid.service.job_store import (
 )
 from ilucid.service.latency import Latency
 from ilucid.service.lifecycle import Cause, Phase, Stimulus, new_stimulus_id
+from ilucid.service.live_policies import live_policy_factory
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.reconciler import Reconciler
 from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
 
-__all__ = ["JobRequest", "SchedulerService", "ServiceError"]
+__all__ = ["SchedulerService"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class SchedulerService:
         clock: Callable[[], float] = time.time,
         metrics: MetricsSource | None = None,
         sample_every_s: float = 10.0,
-        policy_factory: Callable[[str], Policy] = make_policy,
+        policy_factory: Callable[[str], Policy] | None = None,
         packing: PackingAnalyzer | None = None,
         packing_source: str = "",
         durations: DurationKeeper | None = None,
@@ -117,7 +117,8 @@ class SchedulerService:
         #: what the backend can do beyond starting and stopping, found once, here
         self.capabilities = Capabilities.of(backend)
         self.policy_name = policy
-        self.policy_factory = policy_factory
+        # built as a live service builds it: without a metrics source nothing is profiled
+        self.policy_factory = policy_factory or live_policy_factory(profiling=metrics is not None)
         self.clock = clock
         #: committed submissions the core has not taken yet: taking the lock takes them
         self.inbox: Inbox[JobRow] = Inbox()

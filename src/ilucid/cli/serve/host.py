@@ -81,7 +81,8 @@ def db_url(args: argparse.Namespace) -> str:
 def migrate_or_refuse(url: str) -> None:
     """The database at ``url`` at the newest schema, or a one-line refusal (exit 2, no
     traceback) that says which version was found and what to do."""
-    from ilucid.service.db import UnreadableDatabase, migrate
+    from ilucid.service.db import migrate
+    from ilucid.service.unreadable import UnreadableDatabase
 
     try:
         migrate(url)

@@ -173,7 +173,7 @@ def _open_database(args: argparse.Namespace) -> tuple[str, Any]:
 
 def _gpu_inventory(count: int | None) -> Any:
     """``count`` virtual GPUs; without it NVML's, else :data:`DEFAULT_VIRTUAL_GPUS`."""
-    from ilucid.backends.local import discover_gpus
+    from ilucid.backends.local_host import discover_gpus
 
     if count is not None:
         return discover_gpus(count)
@@ -379,7 +379,8 @@ def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
     """The Kubernetes backend and its leader-election gate (this replica's Lease)."""
     from kubernetes import client, config
 
-    from ilucid.backends.kubernetes import KubernetesBackend, LeaseElector
+    from ilucid.backends.kubernetes import KubernetesBackend
+    from ilucid.backends.kubernetes_lease import LeaseElector
 
     if args.kube_url:
         configuration = client.Configuration(host=args.kube_url)
