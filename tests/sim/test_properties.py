@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ilucid.core import (
     PROFILES,
+    BuildContext,
     Cluster,
     JobSpec,
     Placement,
@@ -21,6 +22,7 @@ from ilucid.core import (
     SchedulerConfig,
     make_policy,
 )
+from ilucid.core.policies import tiresias_overrides
 from ilucid.sim.engine import simulate
 from ilucid.sim.replay_types import World
 
@@ -156,7 +158,7 @@ def test_fast_replanning_matches_the_naive_reference(
         (make_policy("srtf"), reference.srtf()),
         (make_policy("tiresias"), reference.tiresias()),
         (
-            make_policy("tiresias", tiresias_threshold=300.0, tiresias_interval=30.0),
+            make_policy("tiresias", BuildContext(overrides=tiresias_overrides(30.0, 300.0))),
             reference.tiresias(thresholds=(300.0,), interval=30.0),
         ),
     ]

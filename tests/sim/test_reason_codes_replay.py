@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ilucid import native
+from ilucid.compiled import guard
 from ilucid.core import (
     Cluster,
     Decision,
@@ -35,7 +35,8 @@ from ilucid.core import (
 )
 from ilucid.core.decision import Words
 from ilucid.core.policies import PROFILES
-from ilucid.sim import World, simulate
+from ilucid.sim.engine import simulate
+from ilucid.sim.replay_types import World
 
 #: every registered profile, as a name make_policy builds (static-partition needs :N)
 PROFILE_NAMES = [f"{n}:1" if n == "static-partition" else n for n in PROFILES]
@@ -59,7 +60,7 @@ def built(
     A compiled core's classes cannot be patched: there the test runs again in a
     pure-Python interpreter (the same code; tests/test_native.py checks that a replay
     is the same either way) and yields None."""
-    if native.status().compiled:
+    if guard.status().compiled:
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
             cwd=request.config.rootpath,
