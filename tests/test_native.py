@@ -70,6 +70,20 @@ def test_the_guard_without_a_build_or_its_library(tmp_path: Path) -> None:
     assert not broken.compiled and "unreadable manifest" in broken.detail
 
 
+def test_extension_modules_no_manifest_describes_are_never_loaded(tmp_path: Path) -> None:
+    """A checkout pulled over an older build (whose manifest sat elsewhere) keeps that
+    build's extension modules beside the new sources: they load from source."""
+    src = tmp_path / "src"
+    stale = module_source("ilucid.core.framework", src)
+    stale.parent.mkdir(parents=True)
+    stale.write_text("NEW = 1\n", encoding="utf-8")
+    stale.with_name("framework.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    stale.with_name("orphan.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")  # no .py
+    status, fallback = guard._check(src / "ilucid" / "compiled" / "manifest.json", src, {})
+    assert not status.compiled and "not built" in status.detail
+    assert fallback == {"ilucid.core.framework": stale}
+
+
 def _loaded_from(env: dict[str, str]) -> str:
     code = "import ilucid.core.scheduler as m, ilucid.compiled.guard as g;"
     code += "print(m.__file__, g.status())"

@@ -89,9 +89,11 @@ def _check(
         hashes: dict[str, str] = dict(data["modules"])
         library = src / str(data["library"])
     except FileNotFoundError:
-        return NativeStatus(False, "not built: `make native` compiles it"), {}
+        # extension modules without a manifest are a build this checkout no longer
+        # describes (an older release's, or a manifest that moved): never load them
+        return NativeStatus(False, "not built: `make native` compiles it"), _strays(src)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return NativeStatus(False, f"{manifest}: unreadable manifest ({exc})"), {}
+        return NativeStatus(False, f"{manifest}: unreadable manifest ({exc})"), _strays(src)
     sources = {name: module_source(name, src) for name in hashes}
     if environ.get("ILUCID_PURE", "") not in ("", "0"):
         return NativeStatus(False, "ILUCID_PURE is set"), sources
@@ -105,6 +107,17 @@ def _check(
         if not fresh:
             return NativeStatus(False, f"{path} changed since the build: `make native`"), sources
     return NativeStatus(True, f"{len(hashes)} modules, mypyc"), {}
+
+
+def _strays(src: Path) -> dict[str, Path]:
+    """Every extension module under ``src/ilucid`` that sits beside its ``.py``."""
+    found: dict[str, Path] = {}
+    for library in (src / "ilucid").rglob("*.so"):
+        source = library.with_name(library.name.split(".", 1)[0] + ".py")
+        if source.is_file():
+            parts = source.relative_to(src).with_suffix("").parts
+            found[".".join(parts)] = source
+    return found
 
 
 def install(
