@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from ilucid.core import Cluster, JobSpec
+from ilucid.core.arg_reader import NoArgs
 from ilucid.core.framework import (
     BuildContext,
-    NoArgs,
     Part,
     Phase,
     PluginRef,

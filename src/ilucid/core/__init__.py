@@ -6,18 +6,16 @@ and job state. The submodules are the core's own implementation: import them
 only from inside ilucid (they may change between releases).
 """
 
+from ilucid.core.arg_reader import ArgReader, NoArgs, PluginArgError
 from ilucid.core.decision import Action, Decision, Reason, ScorePart
 from ilucid.core.framework import (
     PHASE_ORDER,
     AdmissionFilter,
-    ArgReader,
     BuildContext,
     Needs,
-    NoArgs,
     Packing,
     PassView,
     Phase,
-    PluginArgError,
     PluginBase,
     PluginRef,
     PluginSpec,

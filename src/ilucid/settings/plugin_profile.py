@@ -30,10 +30,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ilucid.core.arg_reader import PluginArgError
 from ilucid.core.framework import (
     Needs,
     Phase,
-    PluginArgError,
     PluginRef,
     PluginSpec,
     Profile,

@@ -38,7 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ilucid.core.framework import Needs, NoArgs, Phase, PluginRef, PluginSpec, Profile, register
+from ilucid.core.arg_reader import NoArgs
+from ilucid.core.framework import Needs, Phase, PluginRef, PluginSpec, Profile, register
 from ilucid.core.policies import PROFILES, default_plugins, register_profile
 from ilucid.core.policies.default import DefaultConfig
 from ilucid.core.policies.rule import FunctionOrder

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ilucid.core.arg_reader import PluginArgError
 from ilucid.core.framework import (
     BuildContext,
     Needs,
     Part,
-    Phase,
-    PluginArgError,
     PluginRef,
     Profile,
     plugin_spec,
     register,
 )
 from ilucid.core.policies import builtin_plugins
+from ilucid.core.policies.builtin_plugins import INF, PK, PL, PR, A, Q, S
 from ilucid.core.policies.default import DefaultConfig
 from ilucid.core.policies.inference_tier import InferenceTier
 from ilucid.core.policies.plan import PlanBase
@@ -60,16 +60,6 @@ _PLUGIN_SETS = (builtin_plugins.PLUGINS,)
 for _plugins in _PLUGIN_SETS:
     for _spec in _plugins:
         register(_spec)
-
-INF, S, A, Q, PR, PK, PL = (
-    Phase.INFERENCE,
-    Phase.STARVATION_GUARD,
-    Phase.ADMISSION,
-    Phase.QUEUE_ORDER,
-    Phase.PROFILING,
-    Phase.PACKING,
-    Phase.PLAN,
-)
 
 
 def _shown(value: float) -> str:
