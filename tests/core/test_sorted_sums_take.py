@@ -49,3 +49,24 @@ def test_a_fractional_weight_makes_the_sums_inexact() -> None:
     assert not sums.whole
     sums.remove((2.0, 1.0, 0.1))
     assert sums.whole
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_lowest_wholly_free_nodes_from_the_heaps_are_the_sorted_ones(seed: int) -> None:
+    from ilucid.core.free_gpus import FreeGpus
+    from ilucid.core.model import Cluster, Placement
+
+    rng = random.Random(seed)
+    free = FreeGpus(Cluster.homogeneous(rng.randrange(1, 60), 8))
+    held: list[Placement] = []
+    for _ in range(rng.randrange(0, 300)):
+        if held and rng.random() < 0.4:
+            free.give_back(held.pop(rng.randrange(len(held))))
+            continue
+        node = rng.randrange(len(free.free))
+        if free.free[node]:
+            placement = Placement(((node, rng.randrange(1, free.free[node] + 1)),))
+            free.take(placement)
+            held.append(placement)
+        for count in (1, 2, 5):
+            assert free.lowest_uniform_wholly_free(count) == free.wholly_free()[:count]

@@ -307,6 +307,26 @@ class FreeGpus:
         nodes.sort()
         return nodes
 
+    def lowest_uniform_wholly_free(
+        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> list[int]:
+        """The first ``count`` of :meth:`wholly_free` on a cluster of identical nodes, from
+        the heaps (O(count log n)), not a sort of every wholly free node."""
+        top = self._top - 1
+        wanted = self.types if types is None else types
+        lowest: list[list[int]] = []
+        for key in [(pool, t) for t in wanted if (pool, t) in self._buckets]:
+            bucket, heap = self._buckets[key][top], self._heaps[key][top]
+            taken: list[int] = []
+            while heap and len(taken) < count:
+                index = heapq.heappop(heap)
+                if index in bucket and (not taken or taken[-1] != index):
+                    taken.append(index)
+            for index in taken:
+                heapq.heappush(heap, index)
+            lowest.append(taken)
+        return list(heapq.merge(*lowest))[:count]
+
     def count_uniform_wholly_free(
         self, types: Iterable[str] | None = None, pool: str = MAIN_POOL
     ) -> int:
