@@ -14,6 +14,7 @@ books keep its milli-GPUs left under a share label on its node.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 
 from ilucid.core.model import Cluster, Placement
@@ -37,6 +38,7 @@ class FreeGpus:
         "_buckets",
         "_fenced",
         "_fragmented",
+        "_heaps",
         "_shares",
         "_top",
         "capacity",
@@ -69,9 +71,13 @@ class FreeGpus:
         self.cpus_free: list[float] = [n.cpus or inf for n in cluster.nodes]
         self.memory_free: list[float] = [n.memory_gb or inf for n in cluster.nodes]
         self._buckets: dict[tuple[str, str], list[set[int]]] = {}
+        #: the same buckets as heaps with lazy deletion: best fit takes the lowest node of
+        #: a bucket in O(log n) instead of min() over a set of up to every node
+        self._heaps: dict[tuple[str, str], list[list[int]]] = {}
         for index, node in enumerate(cluster.nodes):
             pool = self.pool_of[index]
             self._bucket(pool, node.gpu_type)[node.num_gpus].add(index)
+            self._heaps[(pool, node.gpu_type)][node.num_gpus].append(index)
             self.pool_free[pool] = self.pool_free.get(pool, 0) + node.num_gpus
 
     def _bucket(self, pool: str, gpu_type: str) -> list[set[int]]:
@@ -79,7 +85,27 @@ class FreeGpus:
         buckets = self._buckets.get(key)
         if buckets is None:
             buckets = self._buckets[key] = [set() for _ in range(self._top)]
+            self._heaps[key] = [[] for _ in range(self._top)]
         return buckets
+
+    def _push(self, key: tuple[str, str], free: int, index: int) -> None:
+        """``index`` joined bucket ``free`` of ``key``: into its heap too (compacted when
+        stale entries outnumber the live ones)."""
+        heap = self._heaps[key][free]
+        heapq.heappush(heap, index)
+        if len(heap) > 2 * len(self._buckets[key][free]) + 64:
+            heap[:] = self._buckets[key][free]
+            heapq.heapify(heap)
+
+    def _lowest(self, key: tuple[str, str], free: int) -> int | None:
+        """The lowest node in bucket ``free`` of ``key``, or None."""
+        bucket = self._buckets[key][free]
+        if not bucket:
+            return None
+        heap = self._heaps[key][free]
+        while heap[0] not in bucket:
+            heapq.heappop(heap)
+        return heap[0]
 
     def _chosen(self, types: Iterable[str] | None, pool: str) -> list[list[set[int]]]:
         wanted = self.types if types is None else types
@@ -97,6 +123,7 @@ class FreeGpus:
         gpu_type = self.cluster.nodes[index].gpu_type
         self._bucket(old, gpu_type)[self.free[index]].discard(index)
         self._bucket(pool, gpu_type)[self.free[index]].add(index)
+        self._push((pool, gpu_type), self.free[index], index)
         self.pool_of[index] = pool
         self.pool_free[old] -= self.free[index]
         self.pool_free[pool] = self.pool_free.get(pool, 0) + self.free[index]
@@ -223,12 +250,14 @@ class FreeGpus:
 
     def _move(self, index: int, new_free: int) -> None:
         pool = self.pool_of[index]
-        buckets = self._buckets[(pool, self.cluster.nodes[index].gpu_type)]
+        key = (pool, self.cluster.nodes[index].gpu_type)
+        buckets = self._buckets[key]
         old_free = self.free[index]
         self.pool_free[pool] += new_free - old_free
         capacity = self.capacity[index]
         buckets[old_free].discard(index)
         buckets[new_free].add(index)
+        self._push(key, new_free, index)
         self.free[index] = new_free
         if 0 < old_free < capacity:
             self._fragmented -= old_free
@@ -240,15 +269,14 @@ class FreeGpus:
         self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
     ) -> int | None:
         """Node with the fewest free GPUs that still holds ``count``; ties go to node order."""
-        chosen = self._chosen(types, pool)
+        wanted = self.types if types is None else types
+        keys = [(pool, t) for t in wanted if (pool, t) in self._buckets]
         for k in range(count, self._top):
             best: int | None = None
-            for buckets in chosen:
-                bucket = buckets[k]
-                if bucket:
-                    candidate = min(bucket)
-                    if best is None or candidate < best:
-                        best = candidate
+            for key in keys:
+                candidate = self._lowest(key, k)
+                if candidate is not None and (best is None or candidate < best):
+                    best = candidate
             if best is not None:
                 return best
         return None
@@ -278,6 +306,26 @@ class FreeGpus:
                 nodes.extend(i for i in buckets[k] if self.capacity[i] == k)
         nodes.sort()
         return nodes
+
+    def lowest_uniform_wholly_free(
+        self, count: int, types: Iterable[str] | None = None, pool: str = MAIN_POOL
+    ) -> list[int]:
+        """The first ``count`` of :meth:`wholly_free` on a cluster of identical nodes, from
+        the heaps (O(count log n)), not a sort of every wholly free node."""
+        top = self._top - 1
+        wanted = self.types if types is None else types
+        lowest: list[list[int]] = []
+        for key in [(pool, t) for t in wanted if (pool, t) in self._buckets]:
+            bucket, heap = self._buckets[key][top], self._heaps[key][top]
+            taken: list[int] = []
+            while heap and len(taken) < count:
+                index = heapq.heappop(heap)
+                if index in bucket and (not taken or taken[-1] != index):
+                    taken.append(index)
+            for index in taken:
+                heapq.heappush(heap, index)
+            lowest.append(taken)
+        return list(heapq.merge(*lowest))[:count]
 
     def count_uniform_wholly_free(
         self, types: Iterable[str] | None = None, pool: str = MAIN_POOL

@@ -154,7 +154,7 @@ class ConsolidatingPlacer:
         whole, rest = divmod(need, cap)
         if free.count_uniform_wholly_free(types, pool) < whole:
             return None
-        full = free.wholly_free(types, pool)
+        full = free.lowest_uniform_wholly_free(whole + 1, types, pool)
         if len(full) < whole:
             return None
         parts = [(index, cap) for index in full[:whole]]

@@ -20,7 +20,7 @@ Entry = tuple[float, ...]
 class SortedSums:
     """Sorted distinct entries; ``entry[-1]`` is the weight that is summed."""
 
-    __slots__ = ("_blocks", "_load", "_maxes", "_sums", "_weights", "total")
+    __slots__ = ("_blocks", "_fractional", "_load", "_maxes", "_sums", "_weights", "total")
 
     def __init__(self, load: int = 64) -> None:
         self._load = load
@@ -29,6 +29,7 @@ class SortedSums:
         self._maxes: list[Entry] = []
         self._sums: list[float] = []
         self.total = 0.0
+        self._fractional = 0  # entries whose weight is not a whole number
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._blocks)
@@ -36,9 +37,16 @@ class SortedSums:
     def __bool__(self) -> bool:
         return bool(self._blocks)
 
+    @property
+    def whole(self) -> bool:
+        """Every weight is a whole number: sums are exact, in any order."""
+        return self._fractional == 0
+
     def add(self, entry: Entry) -> None:
         weight = entry[-1]
         self.total += weight
+        if weight != int(weight):
+            self._fractional += 1
         if not self._blocks:
             self._blocks.append([entry])
             self._weights.append([weight])
@@ -80,6 +88,8 @@ class SortedSums:
         del block[j], self._weights[i][j]
         self._sums[i] -= entry[-1]
         self.total -= entry[-1]
+        if entry[-1] != int(entry[-1]):
+            self._fractional -= 1
         if not block:
             del self._blocks[i], self._weights[i], self._maxes[i], self._sums[i]
         elif j == len(block):
@@ -94,6 +104,40 @@ class SortedSums:
             j = bisect.bisect_left(block, bound)
             total += sum(self._weights[i][:j], 0.0)
         return total
+
+    def take_within(
+        self, low: Entry | None, high: Entry | None, budget: float
+    ) -> tuple[float, Entry | None]:
+        """Walk the entries ``low <= e < high`` in order, taking each while its weight
+        fits what is left of ``budget``: what is left, and the first entry that did
+        not fit (None: all fitted). Whole blocks are taken by their sums, so call it
+        only when :attr:`whole`: subtracting whole numbers from the budget is then exact,
+        so what is left equals the entry-by-entry walk's to the last bit."""
+        blocks, weights, maxes, sums = self._blocks, self._weights, self._maxes, self._sums
+        if low is None:
+            i, j = 0, 0
+        else:
+            i = bisect.bisect_left(maxes, low)
+            if i == len(blocks):
+                return budget, None
+            j = bisect.bisect_left(blocks[i], low)
+        left = budget
+        while i < len(blocks):
+            block = blocks[i]
+            if j == 0 and (high is None or block[-1] < high) and sums[i] <= left:
+                left -= sums[i]
+            else:
+                block_weights = weights[i]
+                for k in range(j, len(block)):
+                    entry = block[k]
+                    if high is not None and entry >= high:
+                        return left, None
+                    if block_weights[k] > left:
+                        return left, entry
+                    left -= block_weights[k]
+            i += 1
+            j = 0
+        return left, None
 
     def iter_range(self, low: Entry | None, high: Entry | None) -> Iterator[Entry]:
         """Entries ``e`` with ``low <= e < high`` in order (``None`` = unbounded)."""

@@ -32,6 +32,7 @@ with the true durations).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Iterator, Mapping
@@ -44,6 +45,7 @@ from ilucid.core.model import ProfileReport
 from ilucid.core.picklable import picklable
 from ilucid.core.policies.inference_tier import SERVING_POOL, InferenceTier
 from ilucid.core.policies.leveled_order import LeveledEstimateOrder
+from ilucid.core.policies.partner_index import PartnerIndex
 from ilucid.core.policies.preemptive import ReplanningPolicy
 from ilucid.core.policies.router import InferenceRouter
 from ilucid.core.policies.start_words import WhyStart
@@ -154,6 +156,7 @@ class DefaultPlan(ReplanningPolicy):
         #: GPUs -> seq -> (running job alone with a sharing score, its score, its GPU memory)
         self._packable: dict[int, dict[int, tuple[JobState, float, float]]] = {}
         self._room: dict[int, float] = {}  # packable job -> GPU memory of its smallest node
+        self._partners = PartnerIndex()  # the same jobs, in the order a partner is chosen
         self._profiled = 0  # profiling runs reported
         self._scored = 0  # ... with a sharing score
         self._profiling_off = False
@@ -233,9 +236,11 @@ class DefaultPlan(ReplanningPolicy):
         if report is not None and report.sharing_score is not None:
             entry = (job, report.sharing_score, report.gpu_memory_gb or 0.0)
             self._packable.setdefault(job.spec.num_gpus, {})[job.seq] = entry
+            self._partners.add(job, report.sharing_score, entry[2])
 
     def _packable_remove(self, job: JobState) -> None:
         self._packable.get(job.spec.num_gpus, {}).pop(job.seq, None)
+        self._partners.remove(job)
         self._room.pop(job.seq, None)
 
     def _rekey(self, job: JobState, now: float) -> None:
@@ -256,22 +261,16 @@ class DefaultPlan(ReplanningPolicy):
         mine = self._reports.get(job.seq)
         if mine is None or mine.sharing_score is None:
             return None
-        score, memory = mine.sharing_score, mine.gpu_memory_gb or 0.0
-        rooms = self._room
-        best: JobState | None = None
-        best_key: tuple[float, float] | None = None
-        for other, theirs, their_memory in self._packable.get(job.spec.num_gpus, {}).values():
-            if score + theirs > 2:
-                continue
-            room = rooms.get(other.seq)
-            if room is None:
-                room = rooms[other.seq] = self._memory_room(other, step)
-            if memory + their_memory > room:
-                continue
-            key = (theirs, other.since)
-            if best_key is None or key < best_key:
-                best, best_key = other, key
-        return best
+        memory = mine.gpu_memory_gb or 0.0
+        room = functools.partial(self._room_of, step)  # (no closure: it would be a cycle)
+        return self._partners.best(job.spec.num_gpus, mine.sharing_score, memory, room)
+
+    def _room_of(self, step: SchedulingPass, other: JobState) -> float:
+        """GPU memory beside ``other``, kept while it runs."""
+        held = self._room.get(other.seq)
+        if held is None:
+            held = self._room[other.seq] = self._memory_room(other, step)
+        return held
 
     def _memory_room(self, job: JobState, step: SchedulingPass) -> float:
         """GPU memory of the smallest node a running job holds (fixed while it runs)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
@@ -289,7 +289,13 @@ class ReplanningPolicy(PlanBase):
             if block <= quota:
                 quota -= block
             else:
-                for entry in running.iter_range(low, high):
+                rest: Iterable[Entry]
+                if running.whole:  # the prefix that fits is taken by exact block sums
+                    quota, misfit = running.take_within(low, high, quota)
+                    rest = running.iter_range(misfit, high) if misfit is not None else ()
+                else:
+                    rest = running.iter_range(low, high)
+                for entry in rest:
                     if entry[-1] <= quota:
                         quota -= entry[-1]
                     else:
