@@ -39,6 +39,7 @@ __all__ = [
     "MoveDetail",
     "StoryLine",
     "phase",
+    "rows_by_id",
     "spec_of",
 ]
 
@@ -372,6 +373,20 @@ class JobStore:
                 )
                 for t in rows
             ]
+
+
+def rows_by_id(session: Session, ids: Sequence[str], chunk: int = 500) -> dict[str, JobRow]:
+    """The stored jobs of ``ids`` in a few queries (``chunk`` ids each), not one per id:
+    a pass that touches hundreds of jobs at 10,000 nodes must not pay a round trip and
+    an autoflush for each."""
+    found: dict[str, JobRow] = {}
+    unique = list(dict.fromkeys(ids))
+    with session.no_autoflush:
+        for first in range(0, len(unique), chunk):
+            part = unique[first : first + chunk]
+            for row in session.scalars(select(JobRow).where(JobRow.id.in_(part))):
+                found[row.id] = row
+    return found
 
 
 def spec_of(row: JobRow) -> JobSpec:

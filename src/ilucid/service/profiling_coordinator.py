@@ -33,17 +33,14 @@ class ProfilingCoordinator:
     def due(self, session: Session, now: float, profiles: bool) -> list[JobRow]:
         """Jobs whose profiling run is over and must be stopped now. Under a policy that
         does not profile (it changed meanwhile) such a job simply runs on."""
+        # by the time alone (its own index, ``ix_jobs_profile_until``): only jobs in a
+        # profiling run have one, where the state's index would list every running job
         rows = session.scalars(
-            select(JobRow).where(
-                JobRow.state == RUNNING,
-                JobRow.profile_until.is_not(None),
-                JobRow.profile_until <= now,
-                JobRow.stopping.is_(None),
-            )
+            select(JobRow).where(JobRow.profile_until <= now, JobRow.stopping.is_(None))
         ).all()
         due = []
         for row in rows:
-            if row.gpu_indices in ("", NO_GPUS):
+            if row.state != RUNNING or row.gpu_indices in ("", NO_GPUS):
                 continue
             if not profiles:
                 self.store.end_profiling(row)

@@ -59,9 +59,10 @@ from ilucid.service.job_store import (
     JobStore,
     MoveDetail,
     phase,
+    rows_by_id,
     spec_of,
 )
-from ilucid.service.latency import Latency
+from ilucid.service.latency import Latency, PassSplit
 from ilucid.service.launch_words import share_gpus, why_these_gpus
 from ilucid.service.lifecycle import NO_GPUS, Cause, Phase, Stimulus, new_stimulus_id
 from ilucid.service.live_sampling import Sampler
@@ -108,6 +109,8 @@ class Reconciler:
         #: the core's scheduling pass, and the whole reconcile (observe, database, apply)
         self.pass_latency = Latency()
         self.reconcile_latency = Latency()
+        #: the last reconcile's time in each of its parts
+        self.last_split = PassSplit(0.0)
         self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.published_at = 0.0
@@ -306,6 +309,7 @@ class Reconciler:
         now = self.clock()
         self._fence_excluded_nodes()
         pass_id, seen_id = new_stimulus_id("pass"), new_stimulus_id("observe")
+        split = PassSplit(whole)
         with Session(self.store.engine) as session:
             for job_id in list(self._stop_retry):
                 self._stop_retry.discard(job_id)
@@ -317,11 +321,13 @@ class Reconciler:
             self.backend_queue.sync(session, seen, self.cluster.total_gpus)
             self.retries.release_due(session, self.scheduler, now)
             stops = self._end_due_profiles(session, now, pass_id)
-            began = time.perf_counter()
+            began = split.lap("observe")
             decisions = self.scheduler.schedule(now)
-            self.pass_latency.observe(time.perf_counter() - began)
+            self.pass_latency.observe(split.lap("decide") - began)
             stops += self._apply(session, decisions, now, pass_id)
+            split.lap("apply")
             session.commit()  # intent before acting (see the module's docstring)
+            split.lap("commit")
             self._forget_recorded_ends()
             for job_id in stops:
                 self.stop(job_id)
@@ -331,10 +337,16 @@ class Reconciler:
                     session.scalars(select(JobRow.id).where(JobRow.stopping.is_not(None)))
                 )
                 self.sampler.sample(session, self.capabilities.processes, now, stopping)
+            split.lap("apply")
             session.commit()
+            split.lap("commit")
         self._publish_reasons(now)
         self.durations.maybe_refit()  # hands the work to its worker process at once
+        split.lap("apply")
         self.reconcile_latency.observe(time.perf_counter() - whole)
+        self.last_split = split
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("ilucid serve: %s (%d decisions)", split.sentence(), len(decisions))
         return decisions
 
     def _end_due_profiles(self, session: Session, now: float, pass_id: str) -> list[str]:
@@ -401,16 +413,24 @@ class Reconciler:
 
     def _settle_ended(self, session: Session, seen: Observation, now: float, seen_id: str) -> None:
         """Launched running jobs whose process exited (recorded) or vanished (requeued)."""
-        running = session.scalars(
-            select(JobRow).where(JobRow.state == RUNNING, JobRow.stopping.is_(None))
-        ).all()
-        for row in running:
-            if not row.gpu_indices:
-                continue  # its start still waits for GPUs
+        # ids first, whole rows only for the jobs that ended: at 10,000 nodes most of
+        # the tens of thousands of running jobs did not, and loading each costs
+        launched = set(
+            session.scalars(
+                select(JobRow.id).where(
+                    JobRow.state == RUNNING, JobRow.stopping.is_(None), JobRow.gpu_indices != ""
+                )
+            )
+        )
+        alive = {job_id for job_id, seen_job in seen.jobs.items() if seen_job.state in _ALIVE}
+        gone = sorted(launched - alive)
+        rows = rows_by_id(session, gone)
+        for job_id in gone:
+            row = rows[job_id]
+            if row.state != RUNNING or row.stopping is not None:
+                continue  # moved since the ids were read (this pass settled it)
             observed = seen.jobs.get(row.id)
             state = observed.state if observed is not None else ProcessState.LOST
-            if state in _ALIVE:
-                continue
             if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
                 # the cluster manager's word when it has one (its node went down...)
                 said = observed.reason if observed is not None else None
@@ -500,8 +520,9 @@ class Reconciler:
         """Store the pass's decisions and their moves; the jobs whose process must be
         asked to stop once they are committed."""
         stops = []
+        rows = rows_by_id(session, [decision.job_id for decision in decisions])
         for decision in decisions:
-            row = session.get(JobRow, decision.job_id)
+            row = rows.get(decision.job_id)
             if row is None:
                 continue
             reason = decision.reasons[0] if decision.reasons else None

@@ -26,6 +26,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``ilucid serve``'s options, in groups: where, which policy, the duration model,
     the backend, and how it logs."""
@@ -153,10 +163,35 @@ def _add_model_options(group: argparse._ArgumentGroup) -> None:
 def _add_backend_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--backend",
-        choices=["local", "slurm", "kubernetes"],
+        choices=["local", "slurm", "kubernetes", "hollow"],
         default="local",
         help="local: jobs as processes on this host; slurm: held sbatch jobs released by"
-        " ilucid; kubernetes: suspended Jobs un-suspended by ilucid",
+        " ilucid; kubernetes: suspended Jobs un-suspended by ilucid; hollow: BENCHMARKS"
+        " ONLY, nodes that exist in memory and jobs that run no command (bench/service_scale.py)",
+    )
+    group.add_argument(
+        "--hollow-nodes",
+        type=_whole,
+        default=1000,
+        help="hollow backend (benchmarks only): how many nodes",
+    )
+    group.add_argument(
+        "--hollow-gpus-per-node",
+        type=_whole,
+        default=8,
+        help="hollow backend (benchmarks only): GPUs on each node",
+    )
+    group.add_argument(
+        "--hollow-durations",
+        metavar="TRACE",
+        help="hollow backend (benchmarks only): a trace (name or file) whose job durations"
+        " each job's run time is drawn from (default: log-normal)",
+    )
+    group.add_argument(
+        "--hollow-mean-s",
+        type=_positive,
+        default=200.0,
+        help="hollow backend (benchmarks only): the drawn run times are scaled to this mean",
     )
     group.add_argument(
         "--dynamic-uids",

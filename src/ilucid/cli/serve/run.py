@@ -62,11 +62,11 @@ def _serve(args: argparse.Namespace) -> int:
     gpus = _gpu_inventory(args.gpus)
     backend, gate = _backend(args, gpus, stop_signal)
     service, durations = _service(args, engine, backend, gpus, site, tiers, packing)
-    where = (
-        f"Slurm ({service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes)"
-        if args.backend == "slurm"
-        else f"{gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}"
-    )
+    on_nodes = f"{service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes"
+    where = {
+        "slurm": f"Slurm ({on_nodes})",
+        "hollow": f"HOLLOW nodes for benchmarks, no job runs ({on_nodes})",
+    }.get(args.backend, f"{gpus.count} {gpus.source} GPU(s) of type {gpus.gpu_type}")
     shown = make_url(url).render_as_string(hide_password=True)  # never a password
     logger.info("ilucid serve: %s, policy %s, state in %s", where, args.policy, shown)
     if args.backend == "local":
@@ -191,6 +191,8 @@ def _backend(args: argparse.Namespace, gpus: Any, stop_signal: int) -> tuple[Any
         slurm = SlurmBackend(args.data_dir, args.slurm_partition, args.slurm_conf)
         slurm.observe()  # fails here, with Slurm's message, if Slurm cannot be reached
         return slurm, None
+    if args.backend == "hollow":
+        return _hollow(args), None
     from ilucid.backends.local import LocalBackend
 
     local = LocalBackend(
@@ -203,6 +205,23 @@ def _backend(args: argparse.Namespace, gpus: Any, stop_signal: int) -> tuple[Any
         log_retention_days=args.log_retention_days,
     )
     return local, None
+
+
+def _hollow(args: argparse.Namespace) -> Any:
+    """Hollow nodes (benchmarks only), whose jobs end after run times drawn from a trace."""
+    from ilucid.backends.hollow import HollowBackend, HollowDurations
+
+    durations = (
+        HollowDurations.from_trace(args.hollow_durations, args.hollow_mean_s)
+        if args.hollow_durations
+        else HollowDurations.lognormal(args.hollow_mean_s)
+    )
+    logger.warning(
+        "ilucid serve: the hollow backend is for benchmarks only: its %d nodes exist in"
+        " memory and its jobs run no command",
+        args.hollow_nodes,
+    )
+    return HollowBackend(args.hollow_nodes, args.hollow_gpus_per_node, durations)
 
 
 def _service(
