@@ -15,20 +15,25 @@ backend contract on nodes that exist in memory, and ends each job after a run ti
 drawn from a trace's durations (Philly when the traces are at hand), scaled so that
 1 % of the running jobs end per pass on average.
 
-1. **A backlog.** The pending jobs are written straight into the database before the
-   service starts (through the API it would take minutes), as a service that has
-   queued them would hold them: sizes 1/2/4/8/16/32 GPUs at 55/10/12/17/4/2 %,
-   log-normal estimates with a median of 2 h, submitted over the last hour.
-2. **Warm-up.** The service starts, loads the backlog, and its first passes fill
-   the cluster; the bench waits for them (their time is printed, not counted).
-3. **Measured.** For ``--measure-s`` seconds ``--clients`` keep-alive clients submit
-   jobs through ``POST /jobs`` at ``--rate`` per second in all, while the jobs end.
-   Every reconcile pass in that window is read from the service's debug log, which
-   times each pass's parts (``PassSplit``): observe (read the backend, record what
-   ended), decide (the core's pass), apply (store decisions, start and stop jobs),
-   commit (the database). Printed: their p50 and p99, the jobs that ended per pass,
-   the submissions accepted per second with their latency, and the service's peak
-   memory (VmHWM).
+1. **A backlog.** ``--pending`` jobs, plus ``--fill`` (one per GPU) for the first pass
+   to start, are written straight into the database before the service starts
+   (through the API it would take minutes), as a service that has queued them would
+   hold them: sizes 1/2/4/8/16/32 GPUs at 55/10/12/17/4/2 %, log-normal estimates
+   with a median of 2 h, submitted over the last hour.
+2. **Warm-up.** The service starts, loads the backlog, and its first pass fills the
+   cluster (``--hollow-found-running``: those jobs are taken as found mid-run, so
+   jobs end at the steady rate from then on); the bench waits for a few passes
+   (their time is printed, not counted).
+3. **Measured, in two windows of ``--measure-s`` seconds.** First the jobs only end
+   (passes every ``--interval``, 1 % of the running jobs ending in each); then, as
+   they go on ending, ``--clients`` keep-alive clients submit jobs through ``POST
+   /jobs`` at ``--rate`` per second in all (a submission wakes the loop, so passes
+   come closer together and each sees fewer ends). Every reconcile pass is read from
+   the service's debug log, which times each pass's parts (``PassSplit``): observe
+   (take the inbox, read the backend, record what ended), decide (the core's pass),
+   apply (store decisions, start and stop jobs), commit (the database). Printed per
+   window: their p50 and p99 and the jobs that ended per pass; then the submissions
+   accepted per second with their latency, and the service's peak memory (VmHWM).
 
 Goals (issue 32): at 10,000 nodes x 100k pending, reconcile p50 <= 100 ms and p99 <= 300
 ms on both databases, >= 300 submissions/s accepted, peak memory <= 2 GiB.
@@ -65,7 +70,7 @@ from ilucid.service.latency import PASS_PARTS
 from ilucid.traces import trace_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from throwaway_postgres import throwaway_postgres  # noqa: E402
+from throwaway_postgres import throwaway_postgres
 
 #: the subprocesses run the ilucid this bench imports
 ENV = {
@@ -167,7 +172,7 @@ def running_service(
     command += ["--db", db, "--port", str(port), "--interval", str(args.interval)]
     command += ["--backend", "hollow", "--hollow-nodes", str(args.nodes)]
     command += ["--hollow-gpus-per-node", str(args.gpus_per_node)]
-    command += ["--hollow-mean-s", str(args.interval / args.churn)]
+    command += ["--hollow-mean-s", str(args.interval / args.churn), "--hollow-found-running"]
     if args.durations:
         command += ["--hollow-durations", args.durations]
     command += ["--log-level", "debug", "--log-format", "json"]
@@ -226,10 +231,15 @@ def peak_rss_mib(pid: int) -> float:
     return math.nan
 
 
-def running_jobs(url: str, token: str) -> int:
+def job_counts(url: str, token: str) -> tuple[int, int]:
+    """Running and pending jobs, as the service's /metrics counts them."""
     text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}).text
-    found = re.search(r'^ilucid_jobs\{state="running"\} ([\d.e+]+)', text, re.M)
-    return int(float(found[1])) if found else 0
+
+    def count(state: str) -> int:
+        found = re.search(rf'^ilucid_jobs\{{state="{state}"\}} ([\d.e+]+)', text, re.M)
+        return int(float(found[1])) if found else 0
+
+    return count("running"), count("pending")
 
 
 # -- the stream of submissions ----------------------------------------------------------------
@@ -244,7 +254,8 @@ class Stream:
 
 def submit_stream(url: str, token: str, rate: float, clients: int, seconds: float) -> Stream:
     """``clients`` keep-alive clients, each at ``rate / clients`` per second, paced (a
-    late client catches up without sleeping, never runs ahead)."""
+    late client catches up without sleeping, never runs ahead), for ``seconds``: what
+    the API accepted in that time is its rate, however far behind the pace it fell."""
     body = {"command": ["python", "train.py"], "gpus": 1, "estimate_s": 3600}
     latencies: list[list[float]] = [[] for _ in range(clients)]
     refused: list[str] = []
@@ -260,8 +271,8 @@ def submit_stream(url: str, token: str, rate: float, clients: int, seconds: floa
             sent = 0
             while True:
                 due = began + index * every / clients + sent * every
-                if due - began > seconds:
-                    return
+                if due - began > seconds or time.monotonic() - began > seconds:
+                    return  # at the deadline, however far behind its pace it fell
                 wait = due - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
@@ -309,8 +320,9 @@ def run_one(kind: str, url: str | None, args: argparse.Namespace) -> dict[str, o
         "--data-dir", str(data), "--db", db,
     ).splitlines()[-1]  # fmt: skip
     began = time.monotonic()
-    write_backlog(db, args.pending)
-    print(f"  {kind}: {args.pending:,} pending jobs stored in {time.monotonic() - began:.1f} s")
+    write_backlog(db, args.pending + args.fill)
+    stored = args.pending + args.fill
+    print(f"  {kind}: {stored:,} pending jobs stored in {time.monotonic() - began:.1f} s")
     log = data / "serve.log"
     began = time.monotonic()
     with running_service(data, db, args, log) as (service_url, server):
@@ -330,17 +342,21 @@ def run_one(kind: str, url: str | None, args: argparse.Namespace) -> dict[str, o
             f" the cluster, took {first:,.0f} ms)",
             flush=True,
         )
-        _, offset = read_passes(log, offset)  # passes before the window are not counted
+        _, offset = read_passes(log, offset)  # passes before the windows are not counted
+        at_start = job_counts(service_url, token)
+        time.sleep(args.measure_s)  # window 1: the jobs end, no one submits
+        quiet, offset = read_passes(log, offset)
+        running_quiet = job_counts(service_url, token)
         stream = submit_stream(service_url, token, args.rate, args.clients, args.measure_s)
         time.sleep(args.interval)
-        measured, offset = read_passes(log, offset)
-        running = running_jobs(service_url, token)
+        busy, offset = read_passes(log, offset)
+        running = job_counts(service_url, token)
         peak = peak_rss_mib(server.pid)
     return {
         "kind": kind,
-        "passes": measured,
+        "windows": [("churn only", quiet, running_quiet), ("churn + submissions", busy, running)],
         "stream": stream,
-        "running": running,
+        "at_start": at_start,
         "peak_mib": peak,
         "warmup_s": warmup_s,
         "load": os.getloadavg(),
@@ -348,35 +364,39 @@ def run_one(kind: str, url: str | None, args: argparse.Namespace) -> dict[str, o
 
 
 def report(result: dict[str, object], args: argparse.Namespace) -> None:
-    passes: list[Pass] = result["passes"]  # type: ignore[assignment]
+    windows: list[tuple[str, list[Pass], tuple[int, int]]] = result["windows"]  # type: ignore[assignment]
+    running, pending = result["at_start"]  # type: ignore[misc]
     stream: Stream = result["stream"]  # type: ignore[assignment]
-    running: int = result["running"]  # type: ignore[assignment]
-    if not passes:
-        print(f"{result['kind']}: no reconcile pass was logged in the window")
-        return
-    totals = [p.total_ms for p in passes]
     print(
         f"\n{result['kind']}: {args.nodes:,} hollow nodes x {args.gpus_per_node} GPUs,"
-        f" {args.pending:,} stored pending, {running:,} running at the end;"
-        f" {len(passes)} passes in {args.measure_s:.0f} s"
+        f" {args.pending + args.fill:,} jobs stored; at the windows' start {running:,}"
+        f" running and {pending:,} pending; two windows of {args.measure_s:.0f} s"
     )
-    print(f"  {'part':<10} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9}")
-    for part in PASS_PARTS:
-        values = [p.seconds[part] for p in passes]
+    for title, passes, (running, pending) in windows:
+        if not passes:
+            print(f"  {title}: no reconcile pass was logged")
+            continue
+        ended = [p.ended for p in passes]
+        churn = statistics.fmean(ended) / running * 100 if running else math.nan
         print(
-            f"  {part:<10} {percentile(values, 0.5):9.1f} {percentile(values, 0.99):9.1f}"
-            f" {statistics.fmean(values):9.1f}"
+            f"  {title}: {len(passes)} passes, at its end {running:,} running and"
+            f" {pending:,} pending; per pass"
+            f" {statistics.fmean(ended):.0f} ended ({churn:.2f} % of running),"
+            f" {statistics.fmean(p.decisions for p in passes):.0f} decisions"
         )
-    print(
-        f"  {'reconcile':<10} {percentile(totals, 0.5):9.1f} {percentile(totals, 0.99):9.1f}"
-        f" {statistics.fmean(totals):9.1f}   (goal: p50 <= 100, p99 <= 300)"
-    )
-    ended = [p.ended for p in passes]
-    churn = statistics.fmean(ended) / running * 100 if running else math.nan
-    print(
-        f"  jobs ended per pass: mean {statistics.fmean(ended):.0f} ({churn:.2f} % of running),"
-        f" decisions per pass: mean {statistics.fmean(p.decisions for p in passes):.0f}"
-    )
+        print(f"    {'part':<10} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9}")
+        for part in PASS_PARTS:
+            values = [p.seconds[part] for p in passes]
+            print(
+                f"    {part:<10} {percentile(values, 0.5):9.1f}"
+                f" {percentile(values, 0.99):9.1f} {statistics.fmean(values):9.1f}"
+            )
+        totals = [p.total_ms for p in passes]
+        print(
+            f"    {'reconcile':<10} {percentile(totals, 0.5):9.1f}"
+            f" {percentile(totals, 0.99):9.1f} {statistics.fmean(totals):9.1f}"
+            "   (goal: p50 <= 100, p99 <= 300)"
+        )
     print(
         f"  submissions: {stream.accepted:,} accepted at {stream.rate:.0f}/s (goal >= 300;"
         f" asked {args.rate:.0f}/s), {stream.refused} refused, latency p50"
@@ -384,7 +404,8 @@ def report(result: dict[str, object], args: argparse.Namespace) -> None:
     )
     load = result["load"]
     print(
-        f"  peak memory (VmHWM) {result['peak_mib']:,.0f} MiB (goal <= 2,048);"
+        f"  warm-up {result['warmup_s']:.0f} s; peak memory (VmHWM)"
+        f" {result['peak_mib']:,.0f} MiB (goal <= 2,048);"
         f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",  # type: ignore[index]
         flush=True,
     )
@@ -395,6 +416,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--pending", type=int, default=100_000)
+    parser.add_argument(
+        "--fill",
+        type=int,
+        help="jobs stored beside --pending for the first pass to start, so that --pending"
+        " still wait once the cluster is full (default: one per GPU)",
+    )
     parser.add_argument("--db", default="sqlite,postgresql", help="sqlite, postgresql or both")
     parser.add_argument("--interval", type=float, default=2.0, help="serve's --interval")
     parser.add_argument("--churn", type=float, default=0.01, help="share of jobs ending a pass")
@@ -413,6 +440,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.nodes, args.pending, args.db, args.measure_s = 1000, 10_000, "sqlite", 20.0
+    if args.fill is None:
+        args.fill = args.nodes * args.gpus_per_node
     if args.durations is None:
         found = trace_dir()
         if found is not None and (found / "philly-rfold").exists():

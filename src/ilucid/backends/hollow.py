@@ -7,6 +7,14 @@ the jobs running on them, and each job ends on its own schedule, drawn from a
 trace's job durations, without any process. ``stop`` ends a job at once, as a
 signal would (exit code 143).
 
+With ``found_running``, the jobs of the first pass that starts any (the pass that
+fills an empty cluster) are taken as found mid-run, as on a cluster that has run for
+hours: each one's run time is drawn in proportion to its length and it has a uniform
+share of it left (the stationary state of a renewal process), so from the first
+pass on the share of jobs ending per pass is the steady one instead of a wave of
+short jobs ending at once (a job shorter than a pass counts as one pass long: it
+ends at the next pass, whatever its length).
+
 It never runs a command and holds nothing on disk: a restarted service finds its
 jobs gone (lost) and requeues them. Never use it to run real work.
 """
@@ -14,6 +22,7 @@ jobs gone (lost) and requeues them. Never use it to run real work.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -84,6 +93,8 @@ class HollowBackend:
         durations: HollowDurations,
         clock: Callable[[], float] = time.time,
         gpu_type: str = "generic",
+        found_running: bool = False,
+        pass_interval_s: float = 2.0,
     ) -> None:
         self.cluster = Cluster.homogeneous(nodes, gpus_per_node, gpu_type)
         self._clock = clock
@@ -98,9 +109,18 @@ class HollowBackend:
         #: what observe reports: a running job's entry is made once, at its start
         self._seen: dict[str, ObservedJob] = {}
         self._ends: list[tuple[float, str]] = []  # (when, job id), a heap
+        #: until an observe sees a job running, starts are the fill of a running cluster
+        self._filling = found_running
+        #: a job found mid-run is drawn in proportion to the passes it holds its GPUs for
+        self._by_length = list(
+            itertools.accumulate(max(x * self._scale, pass_interval_s) for x in self._samples)
+        )
+        self._pass_s = pass_interval_s
 
     def observe(self) -> Observation:
         now = self._clock()
+        if self._filling and self._jobs:
+            self._filling = False
         while self._ends and self._ends[0][0] <= now:
             _, job_id = heapq.heappop(self._ends)
             job = self._jobs.get(job_id)
@@ -141,7 +161,7 @@ class HollowBackend:
             taken, self._free[node] = free[:count], free[count:]
             holds.append((node, tuple(taken)))
             indices += taken
-        ends_at = self._clock() + self._draw.choice(self._samples) * self._scale
+        ends_at = self._clock() + self._run_time()
         parts = tuple((node, count) for node, count in where)
         seen = ObservedJob(job_id, ProcessState.RUNNING, tuple(indices), parts=parts)
         self._jobs[job_id] = _HollowJob(job_id, tuple(indices), parts, tuple(holds), ends_at, seen)
@@ -167,6 +187,13 @@ class HollowBackend:
     def running(self) -> int:
         """Jobs holding GPUs now (for the benchmark's report)."""
         return sum(1 for job in self._jobs.values() if job.seen.state is ProcessState.RUNNING)
+
+    def _run_time(self) -> float:
+        """A fresh job's run time; while filling, what is left of a job found mid-run."""
+        if not self._filling:
+            return self._draw.choice(self._samples) * self._scale
+        (length,) = self._draw.choices(self._samples, cum_weights=self._by_length)
+        return self._draw.random() * max(length * self._scale, self._pass_s)
 
     def _exit(self, job: _HollowJob, code: int) -> None:
         """The job ends: its GPUs are free, and observe reports its exit."""

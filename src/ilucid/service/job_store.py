@@ -30,6 +30,7 @@ from ilucid.service.lifecycle import (
     new_stimulus_id,
     phase_of,
 )
+from ilucid.service.story_rows import add_story_line
 
 __all__ = [
     "ENDED",
@@ -336,20 +337,21 @@ class JobStore:
             cause.id,
             extra={"job_id": row.id, "stimulus_id": cause.id},
         )
-        session.add(
-            TransitionRow(
-                job_id=row.id,
-                time=now,
+        add_story_line(
+            session,
+            {
+                "job_id": row.id,
+                "time": now,
                 # a launch is stored from "decided": the history counts a job's GPUs
                 # from its start decision, not twice
-                from_state=Phase.DECIDED.value if to is Phase.RUNNING else before,
-                to_state=row.state,
-                reason=reason,
-                stimulus=cause.kind.value,
-                stimulus_id=cause.id,
-                from_phase=current.value,
-                to_phase=to.value,
-            )
+                "from_state": Phase.DECIDED.value if to is Phase.RUNNING else before,
+                "to_state": row.state,
+                "reason": reason,
+                "stimulus": cause.kind.value,
+                "stimulus_id": cause.id,
+                "from_phase": current.value,
+                "to_phase": to.value,
+            },
         )
 
     def story(self, job_id: str) -> list[StoryLine]:

@@ -18,6 +18,7 @@ from ilucid.service.job_store import RUNNING, SUCCEEDED, JobStore
 from ilucid.service.lifecycle import NO_GPUS, Cause, Phase
 from ilucid.service.live_profiler import profile_report
 from ilucid.service.live_sampling import measured_run
+from ilucid.service.pass_queries import due_profiling_runs
 
 __all__ = ["ProfilingCoordinator"]
 
@@ -35,12 +36,12 @@ class ProfilingCoordinator:
         does not profile (it changed meanwhile) such a job simply runs on."""
         # by the time alone (its own index, ``ix_jobs_profile_until``): only jobs in a
         # profiling run have one, where the state's index would list every running job
-        rows = session.scalars(
-            select(JobRow).where(JobRow.profile_until <= now, JobRow.stopping.is_(None))
-        ).all()
+        rows = session.scalars(due_profiling_runs(now)).all()
         due = []
         for row in rows:
-            if row.state != RUNNING or row.gpu_indices in ("", NO_GPUS):
+            if row.state != RUNNING or row.stopping is not None:
+                continue
+            if row.gpu_indices in ("", NO_GPUS):
                 continue
             if not profiles:
                 self.store.end_profiling(row)

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from ilucid.backends.base import (
@@ -64,8 +64,20 @@ from ilucid.service.job_store import (
 )
 from ilucid.service.latency import Latency, PassSplit
 from ilucid.service.launch_words import share_gpus, why_these_gpus
-from ilucid.service.lifecycle import NO_GPUS, Cause, Phase, Stimulus, new_stimulus_id
+from ilucid.service.lifecycle import (
+    NO_GPUS,
+    Cause,
+    Phase,
+    Stimulus,
+    new_stimulus_id,
+)
 from ilucid.service.live_sampling import Sampler
+from ilucid.service.pass_queries import (
+    launched_job_ids,
+    stopping_job_ids,
+    stopping_jobs,
+    waiting_launches,
+)
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
@@ -77,6 +89,8 @@ _PREEMPTED_GONE = "its preempted process is gone"
 _CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
 
 _ALIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
+#: seconds between two reads of the launched running jobs from the database
+LAUNCHED_REREAD_S = 30.0
 
 
 class Reconciler:
@@ -111,6 +125,9 @@ class Reconciler:
         self.reconcile_latency = Latency()
         #: the last reconcile's time in each of its parts
         self.last_split = PassSplit(0.0)
+        #: launched running jobs, kept between reads (:meth:`_launched_ids`)
+        self._launched: set[str] | None = None
+        self._launched_read = 0.0
         self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.published_at = 0.0
@@ -136,6 +153,7 @@ class Reconciler:
         (``new_policy`` makes the policy, again when the cluster changes; ``profiles``:
         whether it runs profiling runs). Every stored intent is finished or re-issued."""
         self._new_policy = new_policy
+        self._launched = None  # read again from the database at the next pass
         policy = new_policy()
         seen = self.backend.observe()
         self.profiles = profiles
@@ -294,8 +312,10 @@ class Reconciler:
             )
 
     # -- the pass ------------------------------------------------------------------------
-    def reconcile(self) -> list[Decision]:
-        whole = time.perf_counter()
+    def reconcile(self, began: float | None = None) -> list[Decision]:
+        """One pass; ``began``: when the caller started it (before taking the lock, whose
+        taking hands the submissions waiting in the inbox to the core)."""
+        whole = time.perf_counter() if began is None else began
         seen = self.backend.observe()
         if seen.cluster != self.cluster:  # a node added or gone (Slurm, Kubernetes)
             logger.info(
@@ -333,9 +353,7 @@ class Reconciler:
                 self.stop(job_id)
             self._retry_starts(session, pass_id)
             if self.sampler is not None:
-                stopping = set(
-                    session.scalars(select(JobRow.id).where(JobRow.stopping.is_not(None)))
-                )
+                stopping = set(session.scalars(stopping_job_ids()))
                 self.sampler.sample(session, self.capabilities.processes, now, stopping)
             split.lap("apply")
             session.commit()
@@ -378,9 +396,11 @@ class Reconciler:
         """Jobs the service is stopping whose process is gone: cancelled ones end
         cancelled, preempted ones may start again, profiled ones report their run."""
         gone = Cause(Stimulus.STOPPED, seen_id)
-        rows = session.scalars(
-            select(JobRow).where(JobRow.stopping.is_not(None)).order_by(JobRow.id)
-        ).all()
+        # sorted here: asked to order by id, SQLite would walk the whole table
+        rows = sorted(
+            session.scalars(stopping_jobs()),
+            key=lambda row: row.id,
+        )
         for row in rows:
             observed = seen.jobs.get(row.id)
             if observed is not None and observed.state in _ALIVE:
@@ -415,20 +435,17 @@ class Reconciler:
         """Launched running jobs whose process exited (recorded) or vanished (requeued)."""
         # ids first, whole rows only for the jobs that ended: at 10,000 nodes most of
         # the tens of thousands of running jobs did not, and loading each costs
-        launched = set(
-            session.scalars(
-                select(JobRow.id).where(
-                    JobRow.state == RUNNING, JobRow.stopping.is_(None), JobRow.gpu_indices != ""
-                )
-            )
-        )
+        launched = self._launched_ids(session)
         alive = {job_id for job_id, seen_job in seen.jobs.items() if seen_job.state in _ALIVE}
         gone = sorted(launched - alive)
         rows = rows_by_id(session, gone)
         for job_id in gone:
-            row = rows[job_id]
-            if row.state != RUNNING or row.stopping is not None:
-                continue  # moved since the ids were read (this pass settled it)
+            launched.discard(job_id)  # settled now, or no longer launched and running
+            row = rows.get(job_id)
+            if row is None or row.state != RUNNING or row.stopping is not None:
+                continue  # stopping (settled as such), or moved since the ids were read
+            if not row.gpu_indices:
+                continue
             observed = seen.jobs.get(row.id)
             state = observed.state if observed is not None else ProcessState.LOST
             if state in (ProcessState.LOST, ProcessState.HELD) or observed is None:
@@ -440,6 +457,23 @@ class Reconciler:
                 continue
             self._record_exit(session, row, observed.exit_code, now, seen_id)
             self._forgets.append(row.id)
+
+    def _launched_ids(self, session: Session) -> set[str]:
+        """The launched running jobs (not being stopped): read from the database at most
+        every :data:`LAUNCHED_REREAD_S` and after a rebuild, kept between as launches add
+        and settled ends remove them.
+
+        Reading them at every pass costs a look at every running job (tens of thousands
+        at 10,000 nodes); between reads the set can only be too large (a job another
+        replica's cancel is stopping), which the rows loaded for the jobs that ended
+        correct, never too small: jobs start running only through :meth:`_launch`."""
+        clock = time.monotonic()
+        if self._launched is None or clock - self._launched_read >= LAUNCHED_REREAD_S:
+            session.flush()  # the moves settled so far, seen by the query below
+            # plain rows, not the ORM's per-row machinery
+            self._launched = set(session.connection().execute(launched_job_ids()).scalars())
+            self._launched_read = clock
+        return self._launched
 
     def _record_exit(
         self, session: Session, row: JobRow, code: int | None, now: float, seen_id: str
@@ -520,6 +554,7 @@ class Reconciler:
         """Store the pass's decisions and their moves; the jobs whose process must be
         asked to stop once they are committed."""
         stops = []
+        stored: list[dict[str, object]] = []  # decision rows, inserted at once below
         rows = rows_by_id(session, [decision.job_id for decision in decisions])
         for decision in decisions:
             row = rows.get(decision.job_id)
@@ -527,17 +562,19 @@ class Reconciler:
                 continue
             reason = decision.reasons[0] if decision.reasons else None
             message = reason.message if reason else ""
-            session.add(
-                DecisionRow(
-                    time=now,
-                    job_id=decision.job_id,
-                    action=decision.action.value,
-                    code=reason.code if reason else "",
-                    message=decision.explain()
+            stored.append(
+                {
+                    "time": now,
+                    "job_id": decision.job_id,
+                    "action": decision.action.value,
+                    "code": reason.code if reason else "",
+                    "message": decision.explain()
                     + why_these_gpus(self.scheduler, self.cluster, decision),
-                    placement=json.dumps(decision.placement.parts) if decision.placement else "",
-                    stimulus_id=pass_id,
-                )
+                    "placement": (
+                        json.dumps(decision.placement.parts) if decision.placement else ""
+                    ),
+                    "stimulus_id": pass_id,
+                }
             )
             current = phase(row)
             if current is Phase.STOPPING_CANCEL:
@@ -559,6 +596,8 @@ class Reconciler:
                 cause = Cause(Stimulus.PREEMPT, pass_id)
                 self.store.transition(session, row, Phase.STOPPING_PREEMPT, cause, message)
                 stops.append(row.id)
+        if stored:
+            session.execute(insert(DecisionRow), stored)
         return stops
 
     def _launch(self, session: Session, row: JobRow, pass_id: str) -> None:
@@ -610,6 +649,8 @@ class Reconciler:
                 f"launched on GPUs {on}",
                 MoveDetail(gpus=on),
             )
+            if self._launched is not None:
+                self._launched.add(row.id)
 
     def _launch_shared(
         self, session: Session, row: JobRow, placement: Placement
@@ -637,11 +678,7 @@ class Reconciler:
     def _retry_starts(self, session: Session, pass_id: str) -> None:
         """Decided starts: this pass's, and those that waited for a stopping job's GPUs
         (a job whose own old process still stops is not decided yet)."""
-        waiting = session.scalars(
-            select(JobRow).where(
-                JobRow.state == RUNNING, JobRow.gpu_indices == "", JobRow.stopping.is_(None)
-            )
-        ).all()
+        waiting = session.scalars(waiting_launches()).all()
         for row in waiting:
             self._launch(session, row, pass_id)
 

@@ -308,9 +308,10 @@ class SchedulerService:
     # -- the loop ------------------------------------------------------------------------
     def reconcile(self) -> list[Decision]:
         """One pass (see :class:`~ilucid.service.reconciler.Reconciler`); taking the lock
-        hands the inbox's submissions to the core first."""
+        hands the inbox's submissions to the core first (timed as part of the pass)."""
+        began = time.perf_counter()
         with self.lock:
-            return self.reconciler.reconcile()
+            return self.reconciler.reconcile(began)
 
     def run(
         self,

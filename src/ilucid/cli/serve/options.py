@@ -188,6 +188,12 @@ def _add_backend_options(group: argparse._ArgumentGroup) -> None:
         " each job's run time is drawn from (default: log-normal)",
     )
     group.add_argument(
+        "--hollow-found-running",
+        action="store_true",
+        help="hollow backend (benchmarks only): the jobs the first pass starts are taken as"
+        " found mid-run, so jobs end at the steady rate from the start",
+    )
+    group.add_argument(
         "--hollow-mean-s",
         type=_positive,
         default=200.0,

@@ -221,7 +221,13 @@ def _hollow(args: argparse.Namespace) -> Any:
         " memory and its jobs run no command",
         args.hollow_nodes,
     )
-    return HollowBackend(args.hollow_nodes, args.hollow_gpus_per_node, durations)
+    return HollowBackend(
+        args.hollow_nodes,
+        args.hollow_gpus_per_node,
+        durations,
+        found_running=args.hollow_found_running,
+        pass_interval_s=args.interval,
+    )
 
 
 def _service(
