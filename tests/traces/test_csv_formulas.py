@@ -134,7 +134,7 @@ def test_the_fast_row_path_quotes_exactly_what_the_rule_quotes() -> None:
     """Every text of up to three characters over the characters that matter (formula
     starts, quotes, digits, signs, dots, exponents, letters): same cell, byte for byte."""
     alphabet = "=+-@\t\r'1.eEa "
-    texts = [""] + list(alphabet)
+    texts = ["", *alphabet]
     texts += [a + b for a in alphabet for b in alphabet]
     texts += [a + b + c for a in alphabet for b in alphabet for c in alphabet]
     cells: list[object] = [*texts, 3, -1.5, None, float("-inf")]

@@ -48,9 +48,7 @@ def formula_safe(row: Iterable[object]) -> list[object]:
 
     :func:`safe_cell` inlined: a replay's jobs CSV is about two million cells."""
     return [
-        "'" + cell
-        if isinstance(cell, str) and cell[:1] in _SUSPECT and _quoted(cell)
-        else cell
+        "'" + cell if isinstance(cell, str) and cell[:1] in _SUSPECT and _quoted(cell) else cell
         for cell in row
     ]
 

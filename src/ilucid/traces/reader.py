@@ -283,7 +283,7 @@ def read_rows(
                     )
                 if quoted_formulas:
                     record = [restored_cell(cell) for cell in record]
-                yield Row(path, line, dict(zip(names, record)))  # widths checked above
+                yield Row(path, line, dict(zip(names, record, strict=True)))
         except csv.Error as exc:
             raise TraceError(path, reader.line_num, None, f"not valid CSV: {exc}") from None
         except UnicodeDecodeError as exc:

@@ -27,6 +27,7 @@ def serve(args: argparse.Namespace) -> int:
 
     return run(args)
 
+
 COMMANDS = (
     Command(
         "serve",
