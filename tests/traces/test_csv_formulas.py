@@ -118,3 +118,27 @@ def test_every_csv_writer_of_the_project_goes_through_the_one_helper() -> None:
         "src/ilucid/service/history.py",
         "src/ilucid/sweep/table.py",
     }
+
+
+def _reference_safe_cell(value: object) -> object:
+    """The rule as first written, without :func:`formula_safe`'s first-character screen."""
+    if isinstance(value, str):
+        rest = value.lstrip("'")
+        pattern = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+        if rest[:1] in "=+-@\t\r" and rest[:1] and re.fullmatch(pattern, rest) is None:
+            return "'" + value
+    return value
+
+
+def test_the_fast_row_path_quotes_exactly_what_the_rule_quotes() -> None:
+    """Every text of up to three characters over the characters that matter (formula
+    starts, quotes, digits, signs, dots, exponents, letters): same cell, byte for byte."""
+    alphabet = "=+-@\t\r'1.eEa "
+    texts = ["", *alphabet]
+    texts += [a + b for a in alphabet for b in alphabet]
+    texts += [a + b + c for a in alphabet for b in alphabet for c in alphabet]
+    cells: list[object] = [*texts, 3, -1.5, None, float("-inf")]
+    expected = [_reference_safe_cell(cell) for cell in cells]
+    assert formula_safe(cells) == expected
+    assert [safe_cell(cell) for cell in cells] == expected
+    assert sum(1 for a, b in zip(cells, expected, strict=True) if a != b) > 100

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from ilucid.cli.common import (
     Command,
     add_service_options,
@@ -29,20 +27,31 @@ from ilucid.cli.common import (
     stored_token,
 )
 from ilucid.cli.tables import print_table, summary_rows
-from ilucid.service.client import call_service
 from ilucid.settings.profile_file import resolve_policies
 
 if TYPE_CHECKING:
+    import httpx
+
     from ilucid.core import Cluster, JobSpec
     from ilucid.sim.runner import PolicyRun
 
 __all__ = ["COMMANDS"]
 
 #: what a client command does with the open connection and its arguments
-Action = Callable[[httpx.Client, argparse.Namespace], int]
+Action = Callable[["httpx.Client", argparse.Namespace], int]
+
+
+def call_service(client: httpx.Client, method: str, path: str, **kw: Any) -> Any:
+    """:func:`ilucid.service.client.call_service`, imported with httpx when a command
+    calls the service: every other command is spared their import."""
+    from ilucid.service.client import call_service as call
+
+    return call(client, method, path, **kw)
 
 
 def _client(args: argparse.Namespace) -> httpx.Client:
+    import httpx
+
     return httpx.Client(
         base_url=service_url(args),
         headers={"Authorization": f"Bearer {stored_token(args)}"},

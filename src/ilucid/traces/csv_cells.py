@@ -24,6 +24,9 @@ __all__ = ["FORMULA_STARTS", "formula_safe", "restored_cell", "safe_cell"]
 FORMULA_STARTS = frozenset("=+-@\t\r")
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: first characters of every text :func:`_quoted` can be true of (a formula's, or a quote
+#: of the text's own before one): any other text is written as it is, without a closer look
+_SUSPECT = FORMULA_STARTS | {"'"}
 
 
 def _quoted(text: str) -> bool:
@@ -35,14 +38,19 @@ def _quoted(text: str) -> bool:
 
 def safe_cell(value: object) -> object:
     """``value``, with a leading ``'`` when it is text a spreadsheet would run."""
-    if isinstance(value, str) and _quoted(value):
+    if isinstance(value, str) and value[:1] in _SUSPECT and _quoted(value):
         return "'" + value
     return value
 
 
 def formula_safe(row: Iterable[object]) -> list[object]:
-    """A row to hand to ``csv.writer(...).writerow``, each cell :func:`safe_cell`."""
-    return [safe_cell(cell) for cell in row]
+    """A row to hand to ``csv.writer(...).writerow``, each cell :func:`safe_cell`.
+
+    :func:`safe_cell` inlined: a replay's jobs CSV is about two million cells."""
+    return [
+        "'" + cell if isinstance(cell, str) and cell[:1] in _SUSPECT and _quoted(cell) else cell
+        for cell in row
+    ]
 
 
 def restored_cell(text: str) -> str:

@@ -90,10 +90,10 @@ def _trace(path: Path, jobs: list[JobSpec], skipped: Counter[str]) -> Trace:
 
 def _shape(row: Row, text: str, size: int) -> tuple[int, ...]:
     try:
-        parts = tuple(int(p) for p in text.split("+"))
+        parts = tuple(map(int, text.split("+")))
     except ValueError:
         raise row.error("shape", f"expected GPUs per machine such as '8+8', got {text!r}") from None
-    if any(p <= 0 for p in parts) or sum(parts) != size:
+    if min(parts) <= 0 or sum(parts) != size:
         raise row.error("shape", f"{text!r} does not split {size} GPUs into positive parts")
     return parts
 

@@ -42,6 +42,7 @@ MAX_NUMBER = float(2**53)
 MAX_LINE_BYTES = 1 << 20
 
 _SECONDS_NOTE = " (about 100 years)"
+_INF = math.inf
 
 
 class TraceError(ValueError):
@@ -87,6 +88,12 @@ class Row:
             raise TraceError(
                 self._path, self.line, name, f"expected a number, got {raw!r}"
             ) from None
+        # what :meth:`bounded` accepts, without its messages' costs (a trace states
+        # hundreds of thousands of numbers): NaN fails both comparisons
+        if (minimum if minimum is not None else -maximum) <= value <= maximum and not (
+            value == _INF or value == -_INF
+        ):
+            return value
         return self.bounded(name, value, minimum, maximum, raw=raw, unit=unit)
 
     def bounded(
@@ -267,7 +274,8 @@ def read_rows(
         try:
             for record in reader:
                 line = reader.line_num
-                if not record or all(not cell.strip() for cell in record):
+                # blank: no cell holds more than spaces
+                if not "".join(record).strip():
                     continue
                 if len(record) != width:
                     raise TraceError(

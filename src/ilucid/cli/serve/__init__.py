@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ilucid.cli.common import Command, add_commands
@@ -15,9 +16,17 @@ from ilucid.cli.serve.host import (
     token,
 )
 from ilucid.cli.serve.options import add_serve_arguments
-from ilucid.cli.serve.run import serve
 
 __all__ = ["COMMANDS", "add_service_commands"]
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``ilucid serve`` (:func:`ilucid.cli.serve.run.serve`), imported when it runs: the
+    service's modules cost every other command a third of a second to import."""
+    from ilucid.cli.serve.run import serve as run
+
+    return run(args)
+
 
 COMMANDS = (
     Command(
