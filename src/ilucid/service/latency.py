@@ -50,6 +50,11 @@ class PassSplit:
         self._mark = now
         return now
 
+    @property
+    def total_s(self) -> float:
+        """The whole pass, in seconds."""
+        return sum(self.seconds.values())
+
     def sentence(self) -> str:
         """``reconcile pass: observe 1.2 ms, decide 3.4 ms, ...`` (the debug log's line)."""
         parts = ", ".join(f"{part} {self.seconds[part] * 1000:.1f} ms" for part in PASS_PARTS)

@@ -5,6 +5,8 @@ of the launched running jobs (to find those that ended) and the starts that stil
 wait for GPUs; with every column of those questions in one index, SQLite answers
 from the index alone instead of a table look-up per running job. ``ix_jobs_profile_
 until``: the profiling runs that are due, without reading every running job.
+``ix_jobs_state`` goes: ``ix_jobs_launched`` starts with the state and answers every
+question by state, and each index is one more page to write when a job moves.
 
 Revision ID: 0012
 Revises: 0011
@@ -22,9 +24,11 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.create_index("ix_jobs_launched", ["state", "gpu_indices", "stopping", "id"])
         batch.create_index("ix_jobs_profile_until", ["profile_until"])
+        batch.drop_index("ix_jobs_state")
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
+        batch.create_index("ix_jobs_state", ["state"])
         batch.drop_index("ix_jobs_profile_until")
         batch.drop_index("ix_jobs_launched")
