@@ -43,6 +43,11 @@ __all__ = [
     "tiresias",
 ]
 
+#: crossings re-keyed one heap pop each before the rest due are taken in one sweep
+_BULK = 2048
+#: stale heap entries tolerated beyond twice the live ones before a sweep drops them
+_SLACK = 1024
+
 
 class ReplanningPolicy(PlanBase):
     """Greedy quota re-planning over a dynamic order (see module docstring)."""
@@ -85,42 +90,74 @@ class ReplanningPolicy(PlanBase):
         self._entry[job.seq] = entry
         self._running.add(entry)
         if crossing is not None:
-            heapq.heappush(self._crossings, (crossing, job.seq, job.since))
+            crossings = self._crossings
+            heapq.heappush(crossings, (crossing, job.seq, job.since))
+            if len(crossings) > 2 * (len(self._jobs) - self._pending_count) + _SLACK:
+                # entries of jobs stopped since are stale: drop them in one sweep (what
+                # stays pops in the same order), so the heap stays within twice the running
+                crossings[:] = [item for item in crossings if self._still_running(item)]
+                heapq.heapify(crossings)
+
+    def _still_running(self, item: tuple[float, int, float]) -> bool:
+        """Whether a heap entry ``(time, seq, since)`` is of a job running since then."""
+        job = self._jobs.get(item[1])
+        return job is not None and job.status is JobStatus.RUNNING and job.since == item[2]
 
     def _demote_crossed(self, now: float) -> bool:
         """Re-key running jobs whose key changes by ``now`` (a threshold crossed, an
-        estimate outlived)."""
+        estimate outlived), in the order they fall due. Past ``_BULK`` of them (a cold
+        pass re-keys a whole cluster) the rest are taken in one sweep and one sort, not
+        one heap pop each: the same entries in the same order, as a new key falling due
+        at once waits for the next pass either way."""
         demoted = False
         crossings = self._crossings
         not_yet: list[tuple[float, int, float]] = []
-        jobs, entries, running, order = self._jobs, self._entry, self._running, self.order
-        pop, keeps_key, running_status = heapq.heappop, self._keeps_key, JobStatus.RUNNING
+        pop, demote = heapq.heappop, self._demote
+        taken = 0
         while crossings and crossings[0][0] <= now:
-            item = pop(crossings)
-            job = jobs.get(item[1])
-            if job is None or job.status is not running_status or job.since != item[2]:
-                continue  # stale: finished or preempted since
-            if keeps_key(job):
-                continue  # its key no longer changes while it runs
-            order.refresh(job, now)
-            fresh, crossing = order.rekey(job, now)
-            old = entries[job.seq]
-            if fresh == old:
-                not_yet.append(item)  # rounding: crosses strictly after this instant
-                continue
-            running.remove(old)
-            running.add(fresh)
-            entries[job.seq] = fresh
-            demoted = True
-            if crossing is None:
-                continue
-            if crossing <= now:  # due again at once: its key is the one just set
-                not_yet.append((crossing, job.seq, job.since))
-            else:
-                heapq.heappush(crossings, (crossing, job.seq, job.since))
+            taken += 1
+            if taken > _BULK:
+                due = [item for item in crossings if item[0] <= now]
+                crossings[:] = [item for item in crossings if item[0] > now]
+                heapq.heapify(crossings)
+                due.sort()
+                for item in due:
+                    if demote(item, now, not_yet):
+                        demoted = True
+                break
+            if demote(pop(crossings), now, not_yet):
+                demoted = True
         for item in not_yet:
             heapq.heappush(crossings, (item[0] + 1e-6, item[1], item[2]))
         return demoted
+
+    def _demote(
+        self, item: tuple[float, int, float], now: float, not_yet: list[tuple[float, int, float]]
+    ) -> bool:
+        """Re-key the job of one crossing due by ``now``; whether its key changed. A key
+        due again at once goes to ``not_yet`` (pushed back after the pass's re-keys)."""
+        job = self._jobs.get(item[1])
+        if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
+            return False  # stale: finished or preempted since
+        if self._keeps_key(job):
+            return False  # its key no longer changes while it runs
+        order, entries = self.order, self._entry
+        order.refresh(job, now)
+        fresh, crossing = order.rekey(job, now)
+        old = entries[job.seq]
+        if fresh == old:
+            not_yet.append(item)  # rounding: crosses strictly after this instant
+            return False
+        running = self._running
+        running.remove(old)
+        running.add(fresh)
+        entries[job.seq] = fresh
+        if crossing is not None:
+            if crossing <= now:  # due again at once: its key is the one just set
+                not_yet.append((crossing, job.seq, job.since))
+            else:
+                heapq.heappush(self._crossings, (crossing, job.seq, job.since))
+        return True
 
     # -- stimuli -----------------------------------------------------------------
     def on_submitted(self, job: JobState, now: float) -> None:
@@ -255,7 +292,7 @@ class ReplanningPolicy(PlanBase):
             for entry in victims:
                 victim = jobs[int(entry[-2])]
                 if victim.placement is not None:
-                    for node in victim.placement.node_indices:
+                    for node, _ in victim.placement.parts:
                         displaced.setdefault(node, {})[victim.spec.id] = victim
                 self._preempt(step, victim)
         finally:
@@ -269,7 +306,7 @@ class ReplanningPolicy(PlanBase):
         query unless the block does not fit (then one by one)."""
         now = step.now
         running = self._running
-        bound, sum_below = self.order.bound, running.sum_below
+        bound, sum_below = self.order.bound, running.cursor().sum_below
         admissible = None if self._admits_all() else self._admissible
         heads = self._candidate_heads(quota)
         chosen: list[Entry] = []
@@ -374,8 +411,10 @@ def _name_displaced(
     """A start on GPUs this pass's preemptions freed names the jobs it displaced."""
     assert job.placement is not None
     victims: dict[str, JobState] = {}
-    for node in job.placement.node_indices:
-        victims.update(displaced.get(node, {}))
+    for node, _ in job.placement.parts:
+        here = displaced.get(node)
+        if here is not None:
+            victims.update(here)
     if victims:
         names = ", ".join(
             f"{v.spec.id} ({v.spec.job_class.value}, {plural(v.spec.num_gpus, 'GPU')})"
