@@ -20,6 +20,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
@@ -47,6 +48,8 @@ __all__ = [
 _BULK = 2048
 #: stale heap entries tolerated beyond twice the live ones before a sweep drops them
 _SLACK = 1024
+#: key of an entry no job has (seqs count from 0) whose value the collector always tracks
+_ANCHOR = -1
 
 
 class ReplanningPolicy(PlanBase):
@@ -57,7 +60,11 @@ class ReplanningPolicy(PlanBase):
         self.order = order
         self.interval = interval
         self._jobs: dict[int, JobState] = {}
-        self._entry: dict[int, Entry] = {}
+        #: every job's entry, and one anchor that keeps the dict tracked by the collector:
+        #: a dict of only untracked values (these tuples, once collected) is untracked at a
+        #: full collection and tracked again as a young object at its next insert, so the
+        #: young collections walk all its entries, 40 ms of a 100 ms pass at 200k jobs
+        self._entry: dict[int, Entry] = {_ANCHOR: cast(Entry, (math.nan, []))}
         self._running = SortedSums()
         self._pending: dict[int, list[Entry]] = {}  # GPUs -> sorted pending entries
         self._sizes: list[int] = []
