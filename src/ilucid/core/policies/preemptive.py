@@ -34,6 +34,7 @@ from ilucid.core.policies.replan_orders import (
 )
 from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.scheduler import SchedulingPass
+from ilucid.core.sorted_blocks import SortedBlocks
 from ilucid.core.sorted_sums import Entry, SortedSums
 from ilucid.core.wait_words import plural
 
@@ -48,6 +49,8 @@ __all__ = [
 _BULK = 2048
 #: stale heap entries tolerated beyond twice the live ones before a sweep drops them
 _SLACK = 1024
+#: a walk's head in one GPU count's bucket: (entry, GPUs, block, offset)
+_Head = tuple[Entry, int, int, int]
 #: key of an entry no job has (seqs count from 0) whose value the collector always tracks
 _ANCHOR = -1
 
@@ -66,7 +69,7 @@ class ReplanningPolicy(PlanBase):
         #: young collections walk all its entries, 40 ms of a 100 ms pass at 200k jobs
         self._entry: dict[int, Entry] = {_ANCHOR: cast(Entry, (math.nan, []))}
         self._running = SortedSums()
-        self._pending: dict[int, list[Entry]] = {}  # GPUs -> sorted pending entries
+        self._pending: dict[int, SortedBlocks] = {}  # GPUs -> sorted pending entries
         self._sizes: list[int] = []
         self._pending_count = 0
         self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
@@ -81,15 +84,14 @@ class ReplanningPolicy(PlanBase):
         gpus = job.spec.num_gpus
         bucket = self._pending.get(gpus)
         if bucket is None:
-            bucket = self._pending[gpus] = []
+            bucket = self._pending[gpus] = SortedBlocks()
             bisect.insort(self._sizes, gpus)
-        bisect.insort(bucket, entry)
+        bucket.add(entry)
         self._pending_count += 1
 
     def _remove_pending(self, job: JobState) -> None:
         entry = self._entry.pop(job.seq)
-        bucket = self._pending[job.spec.num_gpus]
-        del bucket[bisect.bisect_left(bucket, entry)]
+        self._pending[job.spec.num_gpus].remove(entry)
         self._pending_count -= 1
 
     def _add_running(self, job: JobState, now: float) -> None:
@@ -242,42 +244,41 @@ class ReplanningPolicy(PlanBase):
         entry = self._entry.get(job.seq)
         if entry is None or job.status is not JobStatus.PENDING:
             return None
-        return 1 + sum(bisect.bisect_left(b, entry) for b in self._pending.values())
+        return 1 + sum(b.bisect_left(entry) for b in self._pending.values())
 
     # -- decisions ---------------------------------------------------------------
-    def _next_candidate(self, heads: list[tuple[Entry, int, int]], quota: float) -> Entry | None:
+    def _next_candidate(self, heads: list[_Head], quota: float) -> Entry | None:
         """The next pending entry in the order that needs at most ``quota`` GPUs.
 
         ``heads`` holds, for each GPU count still in the walk, the first entry
-        after the last candidate (distinct entries: none ties another). Quota
-        only shrinks during a walk, so a count that no longer fits is dropped
-        for good; only the chosen count's head moves on."""
+        after the last candidate (distinct entries: none ties another) and its
+        position in its bucket. Quota only shrinks during a walk, so a count that
+        no longer fits is dropped for good; only the chosen count's head moves on."""
         pending = self._pending
         while heads:
-            entry, gpus, index = heads[0]
+            entry, gpus, block, offset = heads[0]
             if gpus > quota:
                 heapq.heappop(heads)
                 continue
-            bucket = pending[gpus]
-            index += 1
-            if index < len(bucket):
-                heapq.heapreplace(heads, (bucket[index], gpus, index))
+            after = pending[gpus].following(block, offset)
+            if after is not None:
+                heapq.heapreplace(heads, (after[0], gpus, after[1], after[2]))
             else:
                 heapq.heappop(heads)
             return entry
         return None
 
-    def _candidate_heads(self, quota: float) -> list[tuple[Entry, int, int]]:
-        """A heap of each GPU count's first pending entry ``(entry, gpus, index)``, for
+    def _candidate_heads(self, quota: float) -> list[_Head]:
+        """A heap of each GPU count's first pending entry ``(entry, gpus, position)``, for
         the counts that fit ``quota``: the walk merges the per-count buckets in order."""
-        heads: list[tuple[Entry, int, int]] = []
+        heads: list[_Head] = []
         pending = self._pending
         for gpus in self._sizes:
             if gpus > quota:
                 break
-            bucket = pending[gpus]
-            if bucket:
-                heads.append((bucket[0], gpus, 0))
+            first = pending[gpus].first()
+            if first is not None:
+                heads.append((first[0], gpus, first[1], first[2]))
         heapq.heapify(heads)
         return heads
 
