@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ilucid.core import (
     Action,
     Cluster,
+    Decision,
     JobSpec,
     Node,
+    Placement,
     PoolSpec,
+    Reason,
+    ReasonCode,
     Scheduler,
     SchedulerConfig,
     make_policy,
@@ -38,3 +44,24 @@ def test_a_burst_start_carries_the_pools_startup() -> None:
     assert (a.job_id, a.startup_s) == ("a", 0.0)
     assert (b.job_id, b.action, b.startup_s) == ("b", Action.START, 300.0)
     assert b.reasons[0].numbers["startup_s"] == 300.0
+
+
+def test_a_reason_added_to_a_decision_keeps_every_other_field() -> None:
+    first, extra = Reason(ReasonCode.SCHEDULED, "a"), Reason(ReasonCode.PACKED, "b")
+    values: dict[str, object] = {
+        "action": Action.PREEMPT,
+        "job_id": "j",
+        "placement": Placement(((0, 2),)),
+        "reasons": (first,),
+        "limit_s": 300.0,
+        "shares_with": "k",
+        "startup_s": 5.0,
+        "lost_s": 7.0,
+        "overhead_s": 40.0,
+    }
+    fields = {f.name for f in dataclasses.fields(Decision)}
+    missing = fields - set(values) - {"score"}
+    assert not missing, f"give the new fields a value here: {missing}"
+    decision = Decision(**values)  # type: ignore[arg-type]
+    added = decision.with_reason(extra)
+    assert added == dataclasses.replace(decision, reasons=(first, extra))

@@ -76,9 +76,9 @@ def scan(policy: ReplanningPolicy, after: Entry | None, quota: float) -> Entry |
         if gpus > quota:
             break
         bucket = policy._pending[gpus]
-        index = 0 if after is None else bisect.bisect_right(bucket, after)
-        if index < len(bucket) and (best is None or bucket[index] < best):
-            best = bucket[index]
+        index = 0 if after is None else bucket.bisect_right(after)
+        if index < len(bucket) and (best is None or bucket.at(index) < best):
+            best = bucket.at(index)
     return best
 
 

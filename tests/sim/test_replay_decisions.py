@@ -91,4 +91,4 @@ def test_simulate_is_a_replay() -> None:
     assert {r.id: (r.end, r.lost_work_s, r.preemptions) for r in result.records} == (
         _preempting_run()
     )
-    assert replay.done == 2 and not replay.work  # every job's truth is forgotten at its end
+    assert replay.done == 2 and not replay.truth  # every job's truth is forgotten at its end

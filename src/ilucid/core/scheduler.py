@@ -10,7 +10,7 @@ faithful prediction of what the service would decide.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
@@ -315,7 +315,7 @@ class SchedulingPass:
         for index in range(len(self.decisions) - 1, -1, -1):
             decision = self.decisions[index]
             if decision.job_id == job_id:
-                self.decisions[index] = replace(decision, reasons=(*decision.reasons, reason))
+                self.decisions[index] = decision.with_reason(reason)
                 return
         raise ValueError(f"no decision on {job_id} in this pass")
 

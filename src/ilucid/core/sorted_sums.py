@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-__all__ = ["SortedSums"]
+__all__ = ["PrefixCursor", "SortedSums"]
 
 Entry = tuple[float, ...]
 
@@ -105,6 +105,10 @@ class SortedSums:
             total += sum(self._weights[i][:j], 0.0)
         return total
 
+    def cursor(self) -> PrefixCursor:
+        """A :class:`PrefixCursor` over these entries (valid while they do not change)."""
+        return PrefixCursor(self)
+
     def take_within(
         self, low: Entry | None, high: Entry | None, budget: float
     ) -> tuple[float, Entry | None]:
@@ -158,3 +162,47 @@ class SortedSums:
                 yield entry
             i += 1
             j = 0
+
+
+class PrefixCursor:
+    """:meth:`SortedSums.sum_below` for a run of bounds that mostly grow (a re-plan walk
+    asks one per pending candidate, in order): what lies below the last bound (whole
+    blocks, then the head of the block it fell in) is summed once, not again for every
+    bound, so a walk costs O(blocks + entries passed) in all. The sums are the same
+    additions in the same order as ``sum_below``'s (each a left-to-right sum from 0.0),
+    so equal to the last bit. Valid only while the entries do not change."""
+
+    __slots__ = ("_acc", "_index", "_offset", "_partial", "_sums")
+
+    def __init__(self, sums: SortedSums) -> None:
+        self._sums = sums
+        self._index = 0  # blocks [0, _index) all lie below the last bound
+        self._acc = 0.0  # their summed weight, added left to right from 0.0
+        self._offset = 0  # entries [0, _offset) of block _index lie below it too
+        self._partial = 0.0  # their summed weight, added left to right from 0.0
+
+    def sum_below(self, bound: Entry) -> float:
+        """Total weight of entries strictly less than ``bound``."""
+        owner = self._sums
+        maxes, sums = owner._maxes, owner._sums
+        i, acc = self._index, self._acc
+        offset, partial = self._offset, self._partial
+        if (i > 0 and not maxes[i - 1] < bound) or (
+            offset > 0 and not owner._blocks[i][offset - 1] < bound
+        ):  # a lower bound than before: start over
+            i, acc, offset, partial = 0, 0.0, 0, 0.0
+        count = len(maxes)
+        while i < count and maxes[i] < bound:
+            acc += sums[i]
+            i += 1
+            offset, partial = 0, 0.0
+        total = acc
+        if i < count:
+            block, weights = owner._blocks[i], owner._weights[i]
+            end = bisect.bisect_left(block, bound, offset)
+            for k in range(offset, end):
+                partial += weights[k]
+            offset = end
+            total += partial
+        self._index, self._acc, self._offset, self._partial = i, acc, offset, partial
+        return total

@@ -85,13 +85,41 @@ def simulate(
     ).run()
 
 
+class _Truth:
+    """What only the world knows of one job in the system, in one object (one look-up
+    an event, not one per fact). Its progress is settled lazily: ``work`` is what was
+    left at ``since``, and ``rate`` says how fast it shrinks since."""
+
+    __slots__ = (
+        "base_rate",
+        "cut_at",
+        "pool",
+        "rate",
+        "record",
+        "since",
+        "spec",
+        "version",
+        "work",
+    )
+
+    def __init__(self, spec: JobSpec, record: JobRecord) -> None:
+        self.spec = spec  # as annotated at submission
+        self.record = record
+        self.work = spec.duration  # solo-seconds of work left as of since
+        self.since = 0.0
+        self.rate = 1.0  # progress per second: 1 alone, less when packed
+        self.base_rate = 1.0  # progress per second alone on its GPU type
+        self.cut_at: float | None = None  # end of a bounded (profiling) run
+        self.version = 0  # bumped to make planned events stale; -1 once it ended
+        self.pool = "main"
+
+
 class Replay:
     """One replay: the core's scheduler, the truth about each job, and the clock.
 
     The core only sees arrivals, completions and profiling reports; the truth it
-    must not see (work left, the speed a job really runs at) is kept here, per
-    job, in dicts keyed by job id. A job's progress is settled lazily: ``work``
-    is what was left at ``since``, and ``rate`` says how fast it shrinks since.
+    must not see (work left, the speed a job really runs at) is kept here, one
+    :class:`_Truth` per job in the system, keyed by job id.
     """
 
     def __init__(
@@ -120,17 +148,10 @@ class Replay:
         self.nodes = cluster.nodes
         self.pool_of_node = [n.labels.get("pool", "main") for n in self.nodes]
         # the truth, per job
-        self.records: dict[str, JobRecord] = {}
-        self.specs: dict[str, JobSpec] = {}  # as annotated at submission
-        self.work: dict[str, float] = {}  # solo-seconds of work left as of since[job]
-        self.since: dict[str, float] = {}
-        self.rate: dict[str, float] = {}  # progress per second: 1 alone, less when packed
-        self.base_rate: dict[str, float] = {}  # progress per second alone on its GPU type
-        self.cut_at: dict[str, float] = {}  # end of a bounded (profiling) run
-        self.version: dict[str, int] = {}  # bumped to make planned events stale
-        self.pool_of_job: dict[str, str] = {}
+        self.records: dict[str, JobRecord] = {}  # every job that arrived
+        self.truth: dict[str, _Truth] = {}  # jobs in the system (arrived, not ended)
         # the clock and what is planned
-        self.heap: list[tuple[float, int, str, int, int]] = []  # time, tiebreak, id, ver, kind
+        self.heap: list[tuple[float, int, _Truth, int, int]] = []  # time, tiebreak, ver, kind
         self.tiebreak = 0
         self.next_job = 0
         self.next_forecast = 0
@@ -173,7 +194,9 @@ class Replay:
                     self._note_waiting(now)
                 if self.explainer is not None:
                     explained = self.explainer.job_id
-                    self.explainer.on_pass(scheduler, self.specs.get(explained), decisions, now)
+                    truth = self.truth.get(explained)
+                    spec = truth.spec if truth is not None else None
+                    self.explainer.on_pass(scheduler, spec, decisions, now)
                 apply(decisions, now)
                 self.wake = wake = scheduler.next_wakeup(now)
                 if wake is not None and wake <= now:
@@ -218,54 +241,52 @@ class Replay:
     def _pop_events(self, now: float) -> None:
         """Handle every planned event due by ``now``, skipping stale ones (the job was
         preempted or re-planned after the event was planned)."""
-        heap, version = self.heap, self.version
+        heap = self.heap
         while heap and heap[0][0] <= now:
-            _, _, job_id, ver, kind = heapq.heappop(heap)
-            if version.get(job_id) != ver:
+            _, _, truth, ver, kind = heapq.heappop(heap)
+            if truth.version != ver:
                 continue
-            self._settle(job_id, now)
+            self._settle(truth, now)
             if kind == _CUT:
-                self._profiling_cut(job_id, now)
+                self._profiling_cut(truth, now)
             else:
-                self._end(job_id, now)
+                self._end(truth, now)
             self.events += 1
 
-    def _profiling_cut(self, job_id: str, now: float) -> None:
+    def _profiling_cut(self, truth: _Truth, now: float) -> None:
         """A profiling run reached its limit: ask the world what it measured and hand
         the report to the core, which decides where the job runs next. The job pays a
         restore overhead to leave the profiler."""
-        rec = self.records[job_id]
-        spec = self.specs[job_id]
-        del self.cut_at[job_id]
+        rec, spec = truth.record, truth.spec
+        job_id = spec.id
+        truth.cut_at = None
         report = self.world.measure(spec, now - rec.first_start, now)
         rec.profiled_s += now - rec.first_start
         rec.restores += 1
         if self.observer is not None:
             self.observer(now, "profiled", job_id, self.scheduler.jobs[job_id].placement)
-        self.work[job_id] += self.config.overhead.for_job(spec)
-        self.version[job_id] += 1
+        truth.work += self.config.overhead.for_job(spec)
+        truth.version += 1
         self.scheduler.profiled(job_id, now, report)
         if self.explainer is not None and job_id == self.explain:
             self.explainer.on_profiled(report, now)
 
-    def _end(self, job_id: str, now: float) -> None:
+    def _end(self, truth: _Truth, now: float) -> None:
         """A job's work ran out: it finishes, its packing partner (if any) runs alone
         again at full speed, and its per-job truth is forgotten."""
-        self.records[job_id].end = now
+        job_id = truth.spec.id
+        truth.record.end = now
         scheduler = self.scheduler
         if self.observer is not None:
             self.observer(now, "finish", job_id, scheduler.jobs[job_id].placement)
         partner = scheduler.partners.get(job_id)
         finished = scheduler.finish(job_id, now)
         if partner is not None:
-            self._run_alone(partner, now)
+            self._run_alone(self.truth[partner], now)
         if self.annotator is not None:
             self.annotator.on_finish(finished.spec, now)
-        self.cut_at.pop(job_id, None)
-        del self.work[job_id], self.since[job_id], self.version[job_id]
-        del self.rate[job_id], self.specs[job_id]
-        self.pool_of_job.pop(job_id, None)
-        self.base_rate.pop(job_id, None)
+        truth.version = -1  # whatever is still planned for it is stale
+        del self.truth[job_id]
         self.done += 1
 
     def _arrivals(self, now: float) -> None:
@@ -276,7 +297,7 @@ class Replay:
         while next_job < n_jobs and jobs[next_job].submit_time <= now:
             spec = jobs[next_job]
             next_job += 1
-            self.records[spec.id] = JobRecord(
+            record = JobRecord(
                 spec.id,
                 spec.submit_time,
                 spec.num_gpus,
@@ -284,10 +305,12 @@ class Replay:
                 spec.job_class.value,
                 spec.tenant,
             )
-            self.work[spec.id] = spec.duration
+            self.records[spec.id] = record
+            work = spec.duration
             if annotator is not None:
                 spec = annotator.on_submit(spec, now)
-            self.specs[spec.id] = spec
+            truth = self.truth[spec.id] = _Truth(spec, record)
+            truth.work = work  # the trace's, whatever the annotator made of the spec
             self.scheduler.submit(spec, now)
             self.arrived.append(spec.id)
             self.events += 1
@@ -345,86 +368,86 @@ class Replay:
         """Start a job: it progresses at the pace of its slowest GPU type, after any
         paid-pool start-up, until its work runs out or its profiling limit; a packed
         start slows it and its partner by the world's pair speed."""
-        job_id, placement = decision.job_id, decision.placement
+        placement = decision.placement
         assert placement is not None
-        rec = self.records[job_id]
+        truth = self.truth[decision.job_id]
+        rec = truth.record
         if rec.first_start < 0:
             rec.first_start = now
             rec.nodes = "+".join(f"{self.nodes[i].name}:{c}" for i, c in placement.parts)
         if decision.limit_s is None and rec.main_start < 0 and rec.profiled_s > 0:
             rec.main_start = now
-        self.since[job_id] = now
+        truth.since = now
         rate = 1.0
         if placement.parts:
-            self.pool_of_job[job_id] = self.pool_of_node[placement.parts[0][0]]
-            spec, speed, nodes = self.specs[job_id], self.world.speed, self.nodes
+            truth.pool = self.pool_of_node[placement.parts[0][0]]
+            spec, speed, nodes = truth.spec, self.world.speed, self.nodes
             rate = min(speed(spec, nodes[i].gpu_type) for i, _ in placement.parts)
-        self.rate[job_id] = self.base_rate[job_id] = rate
+        truth.rate = truth.base_rate = rate
         if decision.startup_s:  # a paid pool's provisioning: held, no progress yet
-            self.work[job_id] += decision.startup_s
+            truth.work += decision.startup_s
             rec.startup_s += decision.startup_s
         if decision.limit_s is not None:
-            self.cut_at[job_id] = now + decision.limit_s
-        other = decision.shares_with
-        if other is not None:
-            mine, theirs = self.world.pair_speed(self.specs[job_id], self.specs[other])
+            truth.cut_at = now + decision.limit_s
+        if decision.shares_with is not None:
+            other = self.truth[decision.shares_with]
+            mine, theirs = self.world.pair_speed(truth.spec, other.spec)
             self._settle(other, now)
-            self.rate[job_id] = mine * self.base_rate[job_id]
-            self.rate[other] = theirs * self.base_rate[other]
+            truth.rate = mine * truth.base_rate
+            other.rate = theirs * other.base_rate
             rec.packed += 1
             self._plan(other, now)
-        self._plan(job_id, now)
+        self._plan(truth, now)
 
     def _preempt(self, decision: Decision, now: float) -> None:
         """Stop a job: it will redo the work since its last checkpoint (the core counts
         run time; the work it stands for ran at the job's rate) and pay a restore
         overhead; a packing partner runs alone again at full speed."""
-        job_id = decision.job_id
-        rec = self.records[job_id]
-        self._settle(job_id, now)
-        self.cut_at.pop(job_id, None)
+        truth = self.truth[decision.job_id]
+        rec = truth.record
+        self._settle(truth, now)
+        truth.cut_at = None
         rec.preemptions += 1
         rec.restores += 1
-        lost_work = decision.lost_s * self.rate[job_id]
+        lost_work = decision.lost_s * truth.rate
         rec.lost_work_s += lost_work
-        self.work[job_id] += lost_work + decision.overhead_s
-        self.version[job_id] = self.version.get(job_id, 0) + 1
+        truth.work += lost_work + decision.overhead_s
+        truth.version += 1
         if decision.shares_with is not None:
-            self._run_alone(decision.shares_with, now)
+            self._run_alone(self.truth[decision.shares_with], now)
 
-    def _run_alone(self, job_id: str, now: float) -> None:
+    def _run_alone(self, truth: _Truth, now: float) -> None:
         """A running job lost its packing partner: from ``now`` it runs at its solo pace."""
-        self._settle(job_id, now)
-        self.rate[job_id] = self.base_rate[job_id]
-        self._plan(job_id, now)
+        self._settle(truth, now)
+        truth.rate = truth.base_rate
+        self._plan(truth, now)
 
-    def _settle(self, job_id: str, now: float) -> None:
+    def _settle(self, truth: _Truth, now: float) -> None:
         """Bring a job's truth up to ``now``: the GPU time it held and the work it did
         since it was last settled (at its current rate)."""
-        ran = now - self.since[job_id]
+        ran = now - truth.since
         if ran > 0:
-            rec = self.records[job_id]
+            rec = truth.record
             held = ran * rec.num_gpus
             rec.busy_gpu_seconds += held
-            pool = self.pool_of_job.get(job_id, "main")
+            pool = truth.pool
             self.pool_gpu_s[pool] = self.pool_gpu_s.get(pool, 0.0) + held
-            done_work = ran * self.rate[job_id]
+            done_work = ran * truth.rate
             rec.work_done += done_work
-            self.work[job_id] = max(0.0, self.work[job_id] - done_work)
-        self.since[job_id] = now
+            truth.work = max(0.0, truth.work - done_work)
+        truth.since = now
 
-    def _plan(self, job_id: str, now: float) -> None:
+    def _plan(self, truth: _Truth, now: float) -> None:
         """Plan a settled job's next event at its current rate (its end, or its
         profiling cut if sooner); earlier plans for it become stale."""
-        ver = self.version.get(job_id, 0) + 1
-        self.version[job_id] = ver
-        end = now + self.work[job_id] / self.rate[job_id]
+        truth.version += 1
+        end = now + truth.work / truth.rate
         kind = _END
-        cut = self.cut_at.get(job_id)
+        cut = truth.cut_at
         if cut is not None and cut < end:
             end, kind = cut, _CUT
         self.tiebreak += 1
-        heapq.heappush(self.heap, (end, self.tiebreak, job_id, ver, kind))
+        heapq.heappush(self.heap, (end, self.tiebreak, truth, truth.version, kind))
 
     def _result(self) -> SimResult:
         """What the replay measured, in the order jobs arrived."""

@@ -57,6 +57,9 @@ from ilucid.core.sorted_sums import Entry
 
 __all__ = ["DefaultConfig", "DefaultPlan", "DefaultPolicy"]
 
+#: stale heap entries tolerated beyond twice the live ones before a sweep drops them
+_SLACK = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class DefaultConfig:
@@ -169,7 +172,18 @@ class DefaultPlan(ReplanningPolicy):
     def _watch(self, job: JobState) -> None:
         config = self.config
         after = config.starve_after_s if self._never_served(job) else config.rewait_after_s
-        heapq.heappush(self._due, (job.since + after, job.seq, job.since))
+        due = self._due
+        heapq.heappush(due, (job.since + after, job.seq, job.since))
+        if len(due) > 2 * self._pending_count + _SLACK:
+            # entries of jobs that started since are stale: drop them in one sweep (what
+            # stays pops in the same order), so the heap stays within twice the queue
+            due[:] = [item for item in due if self._waiting(item)]
+            heapq.heapify(due)
+
+    def _waiting(self, item: tuple[float, int, float]) -> bool:
+        """Whether a starvation deadline still holds: its job waits since it was set."""
+        job = self._jobs.get(item[1])
+        return job is not None and job.status is JobStatus.PENDING and job.since == item[2]
 
     def on_submitted(self, job: JobState, now: float) -> None:
         super().on_submitted(job, now)
@@ -320,11 +334,10 @@ class DefaultPlan(ReplanningPolicy):
 
     # -- timing ------------------------------------------------------------------
     def _next_due(self) -> float | None:
-        due, jobs = self._due, self._jobs
+        due = self._due
         while due:
             top = due[0]
-            job = jobs.get(top[1])
-            if job is not None and job.status is JobStatus.PENDING and job.since == top[2]:
+            if self._waiting(top):
                 return top[0]
             heapq.heappop(due)
         return None

@@ -12,10 +12,10 @@ did, so decisions do not change.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 
 from ilucid.core.jobs import JobState
+from ilucid.core.sorted_blocks import SortedBlocks
 
 __all__ = ["PartnerIndex"]
 
@@ -26,7 +26,7 @@ class PartnerIndex:
     """Running jobs that may take a packing partner, found in order (module doc)."""
 
     def __init__(self) -> None:
-        self._buckets: dict[int, dict[int, list[_Key]]] = {}  # GPUs -> score -> sorted keys
+        self._buckets: dict[int, dict[int, SortedBlocks]] = {}  # GPUs -> score -> keys
         self._held: dict[int, tuple[int, int, _Key, JobState, float]] = {}
         self._inserted = 0
 
@@ -40,11 +40,11 @@ class PartnerIndex:
             self.remove(job)
         key = (job.since, number, job.seq)
         gpus = job.spec.num_gpus
-        bucket = self._buckets.setdefault(gpus, {}).setdefault(score, [])
-        if not bucket or bucket[-1] < key:
-            bucket.append(key)
-        else:
-            bisect.insort(bucket, key)
+        by_score = self._buckets.setdefault(gpus, {})
+        bucket = by_score.get(score)
+        if bucket is None:
+            bucket = by_score[score] = SortedBlocks()
+        bucket.add(key)
         self._held[job.seq] = (gpus, score, key, job, memory)
 
     def remove(self, job: JobState) -> None:
@@ -52,8 +52,7 @@ class PartnerIndex:
         if held is None:
             return
         gpus, score, key, _, _ = held
-        bucket = self._buckets[gpus][score]
-        del bucket[bisect.bisect_left(bucket, key)]
+        self._buckets[gpus][score].remove(key)
 
     def best(
         self, gpus: int, score: int, memory: float, room: Callable[[JobState], float]

@@ -4,7 +4,6 @@ profile. Each gives sortable entries; the walk in ``preemptive.py`` uses them.""
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Protocol
 
 from ilucid.core.jobs import JobState, RestoreOverhead
 from ilucid.core.picklable import picklable
+from ilucid.core.sorted_blocks import SortedBlocks
 from ilucid.core.sorted_sums import Entry
 from ilucid.core.stated_estimate import claim_ends
 
@@ -156,7 +156,7 @@ class EstimateOrder:
         self._estimate: dict[int, float] = {}
         #: jobs that ran past the claim of their stated run time -> that claim, s
         self.overran: dict[int, float] = {}
-        self._run_times: list[float] = []
+        self._run_times = SortedBlocks()  # of floats
         self._order: deque[float] = deque()
 
     def estimate(self, job: JobState) -> float:
@@ -229,20 +229,21 @@ class EstimateOrder:
         elif ran < self.estimate(job):
             return
         values = self._run_times
-        first = bisect.bisect_right(values, ran)
+        first = values.bisect_right(ran)
         # the median of the longer run times, values[first:], without copying them
-        guess = values[first + (len(values) - first) // 2] if first < len(values) else 2.0 * ran
+        count = len(values)
+        guess: float = values.at(first + (count - first) // 2) if first < count else 2.0 * ran
         self._estimate[job.seq] = max(guess, ran + 1.0)
 
     def observe_finished(self, job: JobState) -> None:
         self._estimate.pop(job.seq, None)
         self.overran.pop(job.seq, None)
         ran = self._ran(job)
-        bisect.insort(self._run_times, ran)
+        self._run_times.add(ran)
         self._order.append(ran)
         if len(self._order) > self.memory:
             old = self._order.popleft()
-            del self._run_times[bisect.bisect_left(self._run_times, old)]
+            self._run_times.remove(old)
 
 
 picklable(SrtfOrder, TiresiasOrder)
