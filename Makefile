@@ -82,6 +82,12 @@ bench-placement: $(STAMP) $(NATIVE)
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale.py $(ARGS)
 
+## bench-service-scale: issue #32: the real ilucid serve on 10,000 hollow nodes x 100k pending,
+## SQLite and PostgreSQL, under churn and a stream of submissions (ARGS="--quick": one small cell)
+.PHONY: bench-service-scale
+bench-service-scale: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/service_scale.py $(ARGS)
+
 ## bench-sharded: issue #20: conflict rate of N schedulers with optimistic commits on Philly
 bench-sharded: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/sharded_conflicts.py $(ARGS)

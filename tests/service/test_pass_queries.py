@@ -12,7 +12,6 @@ from sqlalchemy.dialects import sqlite
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.pass_queries import PASS_QUERIES
 
-
 #: the index each question must use: one that holds few rows for it (the state's index
 #: would list every running job; the launched ids come from their index alone)
 EXPECTED = {
