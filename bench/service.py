@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,9 +47,9 @@ import httpx
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-import ilucid
 from ilucid.core import Cluster, JobSpec, Scheduler, make_policy
 from ilucid.service.db import JobRow, TransitionRow, make_engine
+from serve_process import free_port, ilucid_cli, serving
 
 GPUS = 4
 ENDED, PENDING = 10_000, 2_000
@@ -58,13 +57,6 @@ ACCOUNTS = ("ilucid-bench-a", "ilucid-bench-b")
 USERS = (("alice", "physics"), ("bob", "biology"))
 BLOCKER = f"j{ENDED + 1:06d}"  # the running job that keeps the queue waiting
 BLOCKER_OWNER = (ENDED + 1) % len(USERS)  # job k belongs to USERS[k % 2]
-#: the subprocesses run the ilucid this bench imports (a relative PYTHONPATH would not do)
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(
-        [str(Path(ilucid.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    ),
-}
 
 
 # -- the Unix accounts the users' tokens map to ------------------------------------------------
@@ -100,26 +92,12 @@ def _end_processes_of(account: str) -> None:
 
 
 # -- a service that has run a while -------------------------------------------------------------
-def ilucid(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ilucid.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tempfile.gettempdir(),
-        env=ENV,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ilucid {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def make_tokens(data: Path, accounts: tuple[str, ...] | None) -> list[str]:
     """One token per user, mapped to its Unix account (this also creates the database)."""
     tokens = []
     for index, (user, tenant) in enumerate(USERS):
         mapped = ["--unix-user", accounts[index]] if accounts else []
-        made = ilucid(
+        made = ilucid_cli(
             "token", "create", "--user", user, "--tenant", tenant, "--data-dir", str(data), *mapped
         )
         tokens.append(made.splitlines()[-1])
@@ -195,32 +173,9 @@ def _move(job_id: str, at: float, old: str, new: str, stimulus: str, why: str) -
 @contextlib.contextmanager
 def running_service(data: Path, log: Path) -> Iterator[tuple[str, int]]:
     """``ilucid serve`` on ``GPUS`` virtual GPUs until the block ends; its URL and pid."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "ilucid.cli", "serve", "--data-dir", str(data)]
-    command += ["--gpus", str(GPUS), "--port", str(port)]
-    with log.open("wb") as output:
-        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=ENV)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/healthz", timeout=5)
-                break
-            except httpx.HTTPError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"serve did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(0.2)
+    serve_args = ["--data-dir", str(data), "--gpus", str(GPUS)]
+    with serving(serve_args, free_port(), log) as (url, server):
         yield url, server.pid
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def wait_for(check: object, what: str, timeout_s: float) -> bool:

@@ -48,8 +48,6 @@ import math
 import os
 import random
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -64,7 +62,6 @@ import httpx
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-import ilucid
 from ilucid.service.db import JobRow, TransitionRow, make_engine
 from ilucid.service.latency import PASS_PARTS
 from ilucid.traces import trace_dir
@@ -72,13 +69,8 @@ from ilucid.traces import trace_dir
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from throwaway_postgres import throwaway_postgres
 
-#: the subprocesses run the ilucid this bench imports
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(
-        [str(Path(ilucid.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    ),
-}
+from serve_process import free_port, ilucid_cli, serving
+
 SIZES = ((1, 0.55), (2, 0.10), (4, 0.12), (8, 0.17), (16, 0.04), (32, 0.02))
 PASS_LINE = re.compile(
     r"reconcile pass: "
@@ -99,20 +91,6 @@ class Pass:
 
 
 # -- the stored backlog -------------------------------------------------------------------
-def ilucid_cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ilucid.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tempfile.gettempdir(),
-        env=ENV,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ilucid {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def write_backlog(url: str, pending: int, seed: int = 7) -> None:
     """``pending`` stored pending jobs, as a service that accepted them holds them."""
     draw = random.Random(seed)
@@ -165,39 +143,15 @@ def running_service(
     data: Path, db: str, args: argparse.Namespace, log: Path
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``ilucid serve --backend hollow`` until the block ends: its URL and process."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "ilucid.cli", "serve", "--data-dir", str(data)]
-    command += ["--db", db, "--port", str(port), "--interval", str(args.interval)]
-    command += ["--backend", "hollow", "--hollow-nodes", str(args.nodes)]
-    command += ["--hollow-gpus-per-node", str(args.gpus_per_node)]
-    command += ["--hollow-mean-s", str(args.interval / args.churn), "--hollow-found-running"]
+    serve_args = ["--data-dir", str(data), "--db", db, "--interval", str(args.interval)]
+    serve_args += ["--backend", "hollow", "--hollow-nodes", str(args.nodes)]
+    serve_args += ["--hollow-gpus-per-node", str(args.gpus_per_node)]
+    serve_args += ["--hollow-mean-s", str(args.interval / args.churn), "--hollow-found-running"]
     if args.durations:
-        command += ["--hollow-durations", args.durations]
-    command += ["--log-level", "debug", "--log-format", "json"]
-    with log.open("wb") as output:
-        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=ENV)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + args.start_timeout_s
-        while True:
-            try:
-                httpx.get(f"{url}/healthz", timeout=5)
-                break
-            except httpx.HTTPError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    tail = log.read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"serve did not start: {tail}") from None
-                time.sleep(0.5)
-        yield url, server
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        serve_args += ["--hollow-durations", args.durations]
+    serve_args += ["--log-level", "debug", "--log-format", "json"]
+    with serving(serve_args, free_port(), log, args.start_timeout_s) as running:
+        yield running
 
 
 def read_passes(log: Path, offset: int) -> tuple[list[Pass], int]:

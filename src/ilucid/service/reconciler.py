@@ -64,6 +64,7 @@ from ilucid.service.job_store import (
 )
 from ilucid.service.latency import Latency, PassSplit
 from ilucid.service.launch_words import share_gpus, why_these_gpus
+from ilucid.service.launched_jobs import LaunchedJobs
 from ilucid.service.lifecycle import (
     NO_GPUS,
     Cause,
@@ -73,7 +74,6 @@ from ilucid.service.lifecycle import (
 )
 from ilucid.service.live_sampling import Sampler
 from ilucid.service.pass_queries import (
-    launched_job_ids,
     stopping_job_ids,
     stopping_jobs,
     waiting_launches,
@@ -89,8 +89,6 @@ _PREEMPTED_GONE = "its preempted process is gone"
 _CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
 
 _ALIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
-#: seconds between two reads of the launched running jobs from the database
-LAUNCHED_REREAD_S = 30.0
 
 
 class Reconciler:
@@ -125,9 +123,8 @@ class Reconciler:
         self.reconcile_latency = Latency()
         #: the last reconcile's time in each of its parts
         self.last_split = PassSplit(0.0)
-        #: launched running jobs, kept between reads (:meth:`_launched_ids`)
-        self._launched: set[str] | None = None
-        self._launched_read = 0.0
+        #: launched running jobs, kept between reads of the database
+        self._launched = LaunchedJobs()
         self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
         self.published_at = 0.0
@@ -153,7 +150,7 @@ class Reconciler:
         (``new_policy`` makes the policy, again when the cluster changes; ``profiles``:
         whether it runs profiling runs). Every stored intent is finished or re-issued."""
         self._new_policy = new_policy
-        self._launched = None  # read again from the database at the next pass
+        self._launched.forget_all()  # read again from the database at the next pass
         policy = new_policy()
         seen = self.backend.observe()
         self.profiles = profiles
@@ -435,7 +432,7 @@ class Reconciler:
         """Launched running jobs whose process exited (recorded) or vanished (requeued)."""
         # ids first, whole rows only for the jobs that ended: at 10,000 nodes most of
         # the tens of thousands of running jobs did not, and loading each costs
-        launched = self._launched_ids(session)
+        launched = self._launched.ids(session)
         alive = {job_id for job_id, seen_job in seen.jobs.items() if seen_job.state in _ALIVE}
         gone = sorted(launched - alive)
         rows = rows_by_id(session, gone)
@@ -457,23 +454,6 @@ class Reconciler:
                 continue
             self._record_exit(session, row, observed.exit_code, now, seen_id)
             self._forgets.append(row.id)
-
-    def _launched_ids(self, session: Session) -> set[str]:
-        """The launched running jobs (not being stopped): read from the database at most
-        every :data:`LAUNCHED_REREAD_S` and after a rebuild, kept between as launches add
-        and settled ends remove them.
-
-        Reading them at every pass costs a look at every running job (tens of thousands
-        at 10,000 nodes); between reads the set can only be too large (a job another
-        replica's cancel is stopping), which the rows loaded for the jobs that ended
-        correct, never too small: jobs start running only through :meth:`_launch`."""
-        clock = time.monotonic()
-        if self._launched is None or clock - self._launched_read >= LAUNCHED_REREAD_S:
-            session.flush()  # the moves settled so far, seen by the query below
-            # plain rows, not the ORM's per-row machinery
-            self._launched = set(session.connection().execute(launched_job_ids()).scalars())
-            self._launched_read = clock
-        return self._launched
 
     def _record_exit(
         self, session: Session, row: JobRow, code: int | None, now: float, seen_id: str
@@ -649,8 +629,7 @@ class Reconciler:
                 f"launched on GPUs {on}",
                 MoveDetail(gpus=on),
             )
-            if self._launched is not None:
-                self._launched.add(row.id)
+            self._launched.launched(row.id)
 
     def _launch_shared(
         self, session: Session, row: JobRow, placement: Placement
