@@ -77,6 +77,10 @@ class JobSpec:
     #: the user's own run time, s, and how much it counts against ``estimate`` (0..1)
     stated_estimate: float | None = None
     stated_weight: float = 1.0
+    #: measured speeds by GPU type, ``(type, speed)`` in any one unit (steps/s): what
+    #: profiling runs on each type found (in replay, Gavel's throughputs); the core
+    #: ranks types by them (:mod:`ilucid.core.type_speeds`)
+    type_speeds: tuple[tuple[str, float], ...] = ()
 
     # Written out rather than generated (see ilucid.core.fast_init): a replay builds
     # one JobSpec per arrival and per estimate; a test checks it matches the fields.
@@ -101,6 +105,7 @@ class JobSpec:
         memory_gb: float | None = None,
         stated_estimate: float | None = None,
         stated_weight: float = 1.0,
+        type_speeds: tuple[tuple[str, float], ...] = (),
     ) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "submit_time", submit_time)
@@ -121,6 +126,7 @@ class JobSpec:
         object.__setattr__(self, "memory_gb", memory_gb)
         object.__setattr__(self, "stated_estimate", stated_estimate)
         object.__setattr__(self, "stated_weight", stated_weight)
+        object.__setattr__(self, "type_speeds", type_speeds)
         self.__post_init__()
 
     def __post_init__(self) -> None:

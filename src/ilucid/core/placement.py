@@ -19,6 +19,7 @@ from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
 from ilucid.core.jobs import JobState
 from ilucid.core.model import Cluster, JobSpec, Placement
 from ilucid.core.reason_codes import ReasonCode
+from ilucid.core.type_speeds import TypeSpeeds
 from ilucid.core.wait_words import busy_by_class, class_split, plural, pool_open_to, pool_words
 
 __all__ = [
@@ -50,6 +51,9 @@ class ConsolidatingPlacer:
 
     def __init__(self, filters: Sequence[Filter] = DEFAULT_FILTERS) -> None:
         self.filters = tuple(filters)
+        #: ranks a job's GPU types by measured speed when it states no preference (None:
+        #: one type, or ranking off)
+        self.type_speeds: TypeSpeeds | None = None
         self._types_cache: dict[
             tuple[str | None, float | None, float | None, float | None], tuple[str, ...] | None
         ] = {}
@@ -71,19 +75,25 @@ class ConsolidatingPlacer:
         if job.cpus is not None or job.memory_gb is not None or job.shape is not None:
             return self._place_constrained(job, free, pool)
         types = self._types(job, free)
-        for preferred in job.preferred_gpu_types:  # soft: first the types it runs fastest on
+        for preferred in self._preferred(job, free):  # soft: first the types it runs best on
             if preferred in free.types and (types is None or preferred in types):
                 placement = self._place_on(need, (preferred,), free, pool)
                 if placement is not None:
                     return placement
         return self._place_on(need, types, free, pool)
 
+    def _preferred(self, job: JobSpec, free: FreeGpus) -> tuple[str, ...]:
+        """The job's own preference, else its types ranked by measured speed."""
+        if job.preferred_gpu_types or self.type_speeds is None:
+            return job.preferred_gpu_types
+        return self.type_speeds.ranking(job.id, self._types(job, free) or free.types)
+
     def _tries(self, job: JobSpec, free: FreeGpus) -> list[tuple[str, ...] | None]:
         """The GPU types to look among, in turn: each preferred one, then all allowed."""
         types = self._types(job, free)
         tries: list[tuple[str, ...] | None] = [
             (t,)
-            for t in job.preferred_gpu_types
+            for t in self._preferred(job, free)
             if t in free.types and (types is None or t in types)
         ]
         tries.append(types)
@@ -173,7 +183,13 @@ class ConsolidatingPlacer:
         nodes = free.cluster.nodes
         left = sum(free.free[i] for i in placement.node_indices)
         preference: tuple[ScorePart, ...] = ()
-        if job.preferred_gpu_types:
+        ranked = self.type_speeds
+        if not job.preferred_gpu_types and ranked is not None and placement.parts:
+            got = nodes[placement.parts[0][0]].gpu_type
+            said = ranked.words(job.id, got, self._types(job, free) or free.types)
+            if said is not None:
+                preference = (ScorePart("gpu-type", 0.0, said),)
+        elif job.preferred_gpu_types:
             got = nodes[placement.parts[0][0]].gpu_type if placement.parts else "none"
             rank = job.preferred_gpu_types.index(got) + 1 if got in job.preferred_gpu_types else 0
             preference = (

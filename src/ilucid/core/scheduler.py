@@ -32,6 +32,7 @@ from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
 from ilucid.core.progress_book import ProgressBook
 from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
+from ilucid.core.type_speeds import TypeSpeeds
 from ilucid.core.wait_words import pool_open_to
 
 __all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
@@ -150,10 +151,15 @@ class PolicyBase:
         return ()
 
 
-def default_placer(cluster: Cluster) -> Placer:
-    """Topology-aware when nodes carry NVLink or rack labels, else consolidating."""
+def default_placer(cluster: Cluster, type_speeds: TypeSpeeds | None = None) -> Placer:
+    """Topology-aware when nodes carry NVLink or rack labels, else consolidating; on a
+    cluster of several GPU types, ``type_speeds`` ranks each job's types."""
     labelled = any(level in n.labels for n in cluster.nodes for level in TOPOLOGY_LEVELS)
-    return TopologyPlacer() if labelled else ConsolidatingPlacer()
+    if len({n.gpu_type for n in cluster.nodes}) < 2:
+        type_speeds = None
+    placer = TopologyPlacer() if labelled else ConsolidatingPlacer()
+    placer.type_speeds = type_speeds
+    return placer
 
 
 def _ran(job: JobState, now: float) -> float:
@@ -181,6 +187,9 @@ class SchedulerConfig:
     #: that cannot start on-prem bursts to a paid pool when its expected on-prem wait
     #: is worth more than the extra cost. None: never burst.
     value_of_wait: float | None = None
+    #: how a job's GPU type is chosen on a cluster of several (``TYPE_RULES``):
+    #: "speed-ratio" by its measured speedup relative to the median job's
+    gpu_type_rule: str = "speed-ratio"
 
     def checkpoint_of(self, job: JobSpec) -> float | None:
         return job.checkpoint_s if job.checkpoint_s is not None else self.checkpoint_s
@@ -395,8 +404,9 @@ class Scheduler:
     ) -> None:
         self.cluster = cluster
         self.policy = policy
-        self.placer: Placer = placer or default_placer(cluster)
         self.config = config or SchedulerConfig()
+        self.type_speeds = TypeSpeeds(self.config.gpu_type_rule)
+        self.placer: Placer = placer or default_placer(cluster, self.type_speeds)
         self.free = FreeGpus(cluster)
         self.progress_book = ProgressBook()
         self.jobs: dict[str, JobState] = {}
@@ -416,6 +426,8 @@ class Scheduler:
         job = JobState(spec, self._seq)
         self._seq += 1
         self.jobs[spec.id] = job
+        if spec.type_speeds:
+            self.type_speeds.measured(spec.id, spec.type_speeds)
         self.pending_count += 1
         self.policy.on_submitted(job, now)
         return job
@@ -433,6 +445,7 @@ class Scheduler:
         self.policy.on_finished(job, now)
         del self.jobs[job_id]
         self.progress_book.forget(job_id)
+        self.type_speeds.forget(job_id)
         return job
 
     def adopt(self, job_id: str, placement: Placement, now: float) -> None:
@@ -508,7 +521,9 @@ class Scheduler:
         if not job.placement.parts:
             return
         gpu_type = self.cluster.nodes[job.placement.parts[0][0]].gpu_type
-        self.progress_book.report(job_id, step, total, _ran(job, now), gpu_type)
+        seen = self.progress_book.report(job_id, step, total, _ran(job, now), gpu_type)
+        if seen.rates:  # the job's own pace per type ranks its types too
+            self.type_speeds.measured(job_id, list(seen.rates.items()))
         estimate = self.progress_book.estimate(job_id, job.spec.expected_duration)
         if estimate is not None:
             self.policy.on_estimate(job, estimate.total_s, now)

@@ -1,11 +1,14 @@
-"""Heterogeneous-cluster replays with Gavel's per-type speeds: type-blind vs type-aware.
+"""Heterogeneous-cluster replays with Gavel's per-type speeds: three ways to pick a type.
 
 The cluster's nodes are split evenly among GPU types (V100, P100, K80 by
 default, the mix of Gavel's Philly virtual-cluster specs). Jobs progress at
-their Gavel speed on the type they get (:class:`GavelWorld`). The type-aware
-run gives each job its types ranked fastest first as a soft preference
-(``JobSpec.preferred_gpu_types``), as a profiler that measured the job on
-each type would; the type-blind run places by consolidation alone.
+their Gavel speed on the type they get (:class:`GavelWorld`), and each job
+carries its measured speed on every type (``JobSpec.type_speeds``), as a
+profiler that measured it on each type would. The same policy is replayed
+under each of the core's GPU type rules (:mod:`ilucid.core.type_speeds`):
+``blind`` (placement by consolidation alone), ``fastest`` (fastest type first
+for every job) and ``speed-ratio`` (by the job's speedup relative to the
+median job's).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ilucid.core import Cluster, JobSpec, Node, SchedulerConfig
-from ilucid.core.policies import make_policy, needs_estimates
+from ilucid.core.policies import DEFAULT_PROFILE, make_policy, needs_estimates
+from ilucid.core.type_speeds import TYPE_RULES
 from ilucid.sim.engine import simulate
 from ilucid.sim.estimates import WalkForwardEstimates
 from ilucid.sim.forked import forked_map
@@ -25,7 +29,7 @@ from ilucid.sim.metrics import summarize
 from ilucid.sim.replay_types import SimResult
 from ilucid.studies.gavel_world import GavelWorld
 
-__all__ = ["HeteroRun", "mixed_type_cluster", "run_hetero"]
+__all__ = ["LABELS", "HeteroRun", "mixed_type_cluster", "run_hetero"]
 
 
 def mixed_type_cluster(nodes: int, types: Sequence[str], gpus_per_node: int = 8) -> Cluster:
@@ -48,16 +52,31 @@ class HeteroRun:
 _payload: tuple[list[JobSpec], Cluster, GavelWorld, str] | None = None
 
 
-def _run(aware: bool) -> HeteroRun:
+#: each rule's label in the study's table
+LABELS = {
+    "blind": "type-blind",
+    "fastest": "fastest type first",
+    "speed-ratio": "speed ratio (default)",
+}
+
+
+def _run(rule: str) -> HeteroRun:
     assert _payload is not None
     jobs, cluster, world, policy = _payload
-    if aware:
-        types = sorted({n.gpu_type for n in cluster.nodes})
-        jobs = [dataclasses.replace(j, preferred_gpu_types=world.ranking(j, types)) for j in jobs]
+    types = sorted({n.gpu_type for n in cluster.nodes})
+    jobs = [
+        dataclasses.replace(j, type_speeds=tuple((t, world.speed(j, t)) for t in types))
+        for j in jobs
+    ]
     annotator = WalkForwardEstimates(jobs) if needs_estimates(policy) else None
     try:
         result = simulate(
-            jobs, cluster, make_policy(policy), SchedulerConfig(), annotator=annotator, world=world
+            jobs,
+            cluster,
+            make_policy(policy),
+            SchedulerConfig(gpu_type_rule=rule),
+            annotator=annotator,
+            world=world,
         )
     finally:  # its fit process ends with the replay, however the replay ends
         if annotator is not None:
@@ -67,23 +86,24 @@ def _run(aware: bool) -> HeteroRun:
     # progress per second held: 1.0 would be every job on its reference type (V100)
     summary["mean_speed"] = sum(r.work_done for r in result.records) / max(held_s, 1e-9)
     summary["gpu_hours"] = sum(r.busy_gpu_seconds for r in result.records) / 3600.0
-    label = "type-aware (fastest type first)" if aware else "type-blind"
-    return HeteroRun(label, result, summary)
+    return HeteroRun(LABELS[rule], result, summary)
 
 
 def run_hetero(
     jobs: Sequence[JobSpec],
     cluster: Cluster,
     world: GavelWorld,
-    policy: str = "tiered",
+    policy: str = DEFAULT_PROFILE,
     processes: int | None = None,
+    rules: Sequence[str] = TYPE_RULES,
 ) -> list[HeteroRun]:
+    """One replay per GPU type rule, in ``rules``' order."""
     global _payload
     _payload = (list(jobs), cluster, world, policy)
     try:
-        workers = processes if processes is not None else min(2, os.cpu_count() or 1)
+        workers = processes if processes is not None else min(len(rules), os.cpu_count() or 1)
         if workers <= 1:
-            return [_run(False), _run(True)]
-        return list(forked_map(_run, [False, True], workers))
+            return [_run(rule) for rule in rules]
+        return list(forked_map(_run, list(rules), workers))
     finally:
         _payload = None

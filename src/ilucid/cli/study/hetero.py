@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from ilucid.cli.common import Command
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core.placement import never_placeable
+from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.estimators.profiles import profile_dir
 from ilucid.studies.gavel_world import GavelWorld
-from ilucid.studies.hetero import mixed_type_cluster, run_hetero
+from ilucid.studies.hetero import LABELS, mixed_type_cluster, run_hetero
 from ilucid.traces import cluster_for_load, load_trace
 
 __all__ = ["COMMANDS"]
@@ -29,7 +31,9 @@ def _add_arguments(hetero: argparse.ArgumentParser) -> None:
         help="size nodes for this load in reference-type (V100) work (slower types make the"
         " real load higher)",
     )
-    hetero.add_argument("--policy", default="tiered", help="scheduling policy")
+    hetero.add_argument(
+        "--policy", default=DEFAULT_PROFILE, help="scheduling policy (default: the default profile)"
+    )
     hetero.add_argument("--limit", type=int, default=None, help="first N jobs only (default: all)")
     hetero.add_argument("--out", type=Path, default=Path("out/hetero"), help="output directory")
 
@@ -58,13 +62,17 @@ def _run(args: argparse.Namespace) -> int:
     jobs = [j for j in trace.jobs if j.id not in refused]
     print(
         f"hetero: {args.trace} ({len(jobs):,} jobs) on {len(cluster)} nodes x 8 GPUs of"
-        f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs"
+        f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs;"
+        f" policy {args.policy}"
     )
     runs = run_hetero(jobs, cluster, world, args.policy)
+    blind = next(r for r in runs if r.label == LABELS["blind"]).summary.get("avg_jct") or math.nan
     print_table(
-        ["run"] + [title for _, title, _ in _COLUMNS],
+        ["GPU type rule"] + [title for _, title, _ in _COLUMNS] + ["mean JCT / type-blind"],
         [
-            [run.label] + [format_cell(run.summary.get(key), fmt) for key, _, fmt in _COLUMNS]
+            [run.label]
+            + [format_cell(run.summary.get(key), fmt) for key, _, fmt in _COLUMNS]
+            + [f"{(run.summary.get('avg_jct') or math.nan) / blind:.3f}x"]
             for run in runs
         ],
     )
@@ -78,7 +86,8 @@ def _run(args: argparse.Namespace) -> int:
 COMMANDS = (
     Command(
         "hetero",
-        "mixed GPU types with Gavel's measured speeds: type-blind vs type-aware placement",
+        "mixed GPU types with Gavel's measured speeds: type-blind, fastest-first and"
+        " speed-ratio allocation",
         _add_arguments,
         _run,
     ),
