@@ -29,6 +29,7 @@ SAMPLE = JobSpec(
     memory_gb=32.0,
     stated_estimate=900.0,
     stated_weight=0.4,
+    type_speeds=(("a100", 2.0), ("v100", 1.0)),
 )
 
 

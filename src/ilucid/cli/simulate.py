@@ -28,6 +28,7 @@ from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler, tiresias_overr
 from ilucid.estimators.profiles import profile_dir
 from ilucid.settings.profile_file import resolve_policies
 from ilucid.sim.metrics import summarize
+from ilucid.sim.progress_reports import ProgressReports
 from ilucid.sim.replay_types import SimResult
 from ilucid.sim.report import render_report
 from ilucid.sim.runner import run_policies
@@ -121,6 +122,52 @@ def _add_arguments(sim: argparse.ArgumentParser) -> None:
     )
     _add_cluster_options(sim)
     _add_policy_options(sim)
+    _add_knowledge_options(sim)
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text}")
+    return value
+
+
+def _noise(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be >= 0 and finite, got {text}")
+    return value
+
+
+def _add_knowledge_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("what the replay knows")
+    group.add_argument(
+        "--no-profiles",
+        action="store_true",
+        help="replay without workload profiles: profiling measures nothing, so nothing is packed",
+    )
+    group.add_argument(
+        "--progress-share",
+        type=_share,
+        default=0.0,
+        metavar="F",
+        help="a fraction F of jobs report their progress (steps) as they run, and the"
+        " core estimates from it (docs/progress.md); 0: none",
+    )
+    group.add_argument(
+        "--progress-every",
+        type=positive_float,
+        default=1800.0,
+        metavar="S",
+        help="reports after 1, 2, 4 ... minutes of run, then every S s",
+    )
+    group.add_argument(
+        "--progress-noise",
+        type=_noise,
+        default=0.1,
+        metavar="SIGMA",
+        help="each interval's reported steps are the true ones x exp(N(0, SIGMA))",
+    )
 
 
 def _load(args: argparse.Namespace) -> Trace:
@@ -238,9 +285,10 @@ def simulate_trace(
             f" (e.g. {example_id}: {example.message})"
         )
     profiling = [p for p in policies if needs_profiler(p)]
+    no_profiles = getattr(args, "no_profiles", False)
     if profiling:
         who = ", ".join(profiling)
-        if profile_dir() is None:
+        if no_profiles or profile_dir() is None:
             notes.append(
                 f"{who}: no workload profiles (ILUCID_PROFILE_DIR): profiling measures"
                 " nothing, so nothing is packed"
@@ -258,6 +306,18 @@ def simulate_trace(
         options["explain"] = args.explain
         if all(j.id != args.explain for j in jobs):
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
+    if no_profiles:
+        options["no_profiles"] = True
+    share = getattr(args, "progress_share", 0.0)
+    if share > 0:
+        reports = ProgressReports(share, args.progress_every, args.progress_noise)
+        options["progress_reports"] = reports
+        notes.append(
+            f"{share:.0%} of jobs report their progress: after 1, 2, 4 ... minutes of run,"
+            f" then every {reports.every_s:,.0f} s; each interval's steps x exp(N(0,"
+            f" {reports.noise:g}))"
+        )
+        print(printable(notes[-1]))
     if args.tiresias_interval is not None or args.tiresias_threshold is not None:
         options["overrides"] = tiresias_overrides(args.tiresias_interval, args.tiresias_threshold)
     with ProgressDisplay(policies) as progress:

@@ -71,8 +71,9 @@ class Policy(Protocol):
         """A new load forecast for the policy's tuner, if it has one."""
         ...
 
-    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
-        """A running job's whole run time, re-estimated from its own progress."""
+    def on_estimate(self, job: JobState, seconds: float, trusted: bool, now: float) -> None:
+        """A running job's whole run time, re-estimated from its own progress (``trusted``:
+        from its own rate alone, no longer blended with the model's)."""
         ...
 
     def schedule(self, step: SchedulingPass) -> None: ...
@@ -123,7 +124,7 @@ class PolicyBase:
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         return None
 
-    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+    def on_estimate(self, job: JobState, seconds: float, trusted: bool, now: float) -> None:
         return None  # policies that do not order by an estimate have no use for it
 
     def next_wakeup(self, now: float) -> float | None:
@@ -526,7 +527,7 @@ class Scheduler:
             self.type_speeds.measured(job_id, list(seen.rates.items()))
         estimate = self.progress_book.estimate(job_id, job.spec.expected_duration)
         if estimate is not None:
-            self.policy.on_estimate(job, estimate.total_s, now)
+            self.policy.on_estimate(job, estimate.total_s, estimate.weight >= 1.0, now)
 
     def progress_words(self, job_id: str) -> str | None:
         """Why the job's estimate is what it is, from its own progress (None: it has

@@ -115,8 +115,8 @@ class TypeSpeeds:
         for gpu_type in types:
             mine = self.log_speed(job_id, gpu_type)
             if mine is None:
-                return ()
-            if self.rule == "speed-ratio":
+                return ()  # (a job never measured ranks as the median job: fastest first)
+            if self.rule == "speed-ratio" and job_id in self.speeds:
                 # gain over the median job there. Measured against blends with the
                 # absolute speed, (1+b) log s - b log median: b = 0.5 gave 0.523x / 0.779x
                 # type-blind mean JCT on ITP-04 / Philly, this (b -> inf) 0.544x / 0.742x
@@ -134,17 +134,25 @@ class TypeSpeeds:
             return None
         mine = self.speeds.get(job_id, {})
         others = [t for t in types if t != got]
-        mine_got = self.log_speed(job_id, got)
-        if mine_got is None or not others:
+        if not others:
             return None
-        slowest = min(others, key=lambda t: (self._median.get(t, 0.0), t))
-        mine_other = self.log_speed(job_id, slowest)
-        if mine_other is None:
+        fastest = max(types, key=lambda t: (self._median.get(t, 0.0), t))
+        if got == fastest:  # its gain here over the slowest other type
+            other = min(others, key=lambda t: (self._median.get(t, 0.0), t))
+            fast, slow = got, other
+        else:  # what the faster type would have given it
+            fast, slow = fastest, got
+            other = fastest
+        mine_fast, mine_slow = self.log_speed(job_id, fast), self.log_speed(job_id, slow)
+        if mine_fast is None or mine_slow is None:
             return None
-        ratio = math.exp(mine_got - mine_other)
-        median = math.exp(self._median.get(got, 0.0) - self._median.get(slowest, 0.0))
-        source = "measured" if got in mine and slowest in mine else "the median job's"
-        said = f"on {got}: {ratio:.2g}x its speed on {slowest} ({source})"
+        ratio = math.exp(mine_fast - mine_slow)
+        median = math.exp(self._median.get(fast, 0.0) - self._median.get(slow, 0.0))
+        source = "measured" if got in mine and other in mine else "the median job's"
+        if got == fast:
+            said = f"on {got}: {ratio:.2g}x its speed on {other} ({source})"
+        else:
+            said = f"on {got}: {ratio:.2g}x as fast on {other} ({source})"
         if self.rule == "fastest":
             return said + "; fastest type first"
         return said + f", against {median:.2g}x for the median job"

@@ -28,6 +28,7 @@ from ilucid.core import (
     SchedulerConfig,
 )
 from ilucid.sim.explainer import Explainer
+from ilucid.sim.progress_reports import JobSteps, ProgressReports
 from ilucid.sim.quiet_gc import few_collections
 from ilucid.sim.replay_types import (
     Annotator,
@@ -42,8 +43,8 @@ from ilucid.sim.replay_types import (
 __all__ = ["Replay", "simulate"]
 
 #: Kinds of planned events on the heap: a job's work runs out, or its bounded
-#: (profiling) run reaches its limit first.
-_END, _CUT = 0, 1
+#: (profiling) run reaches its limit first, or it reports its progress.
+_END, _CUT, _REPORT = 0, 1, 2
 
 
 def simulate(
@@ -59,6 +60,7 @@ def simulate(
     forecasts: Sequence[tuple[float, Forecast]] = (),
     explain: str | None = None,
     predict_every: int = 0,
+    progress_reports: ProgressReports | None = None,
 ) -> SimResult:
     """Replay ``jobs`` (sorted by submit time) on ``cluster`` under ``policy``.
 
@@ -68,6 +70,8 @@ def simulate(
     pairs delivered to the policy's tuner as the clock passes them. With
     ``predict_every = n``, every n-th arrival that has to wait records the
     start time the core expected for it (to measure that forecast's accuracy).
+    ``progress_reports`` makes a share of jobs report their steps to the core as
+    they run (:mod:`ilucid.sim.progress_reports`).
     """
     return Replay(
         jobs,
@@ -82,6 +86,7 @@ def simulate(
         forecasts=forecasts,
         explain=explain,
         predict_every=predict_every,
+        progress_reports=progress_reports,
     ).run()
 
 
@@ -96,8 +101,13 @@ class _Truth:
         "pool",
         "rate",
         "record",
+        "report_at",
+        "report_token",
+        "run_from",
+        "run_s",
         "since",
         "spec",
+        "steps",
         "version",
         "work",
     )
@@ -112,6 +122,11 @@ class _Truth:
         self.cut_at: float | None = None  # end of a bounded (profiling) run
         self.version = 0  # bumped to make planned events stale; -1 once it ended
         self.pool = "main"
+        self.steps: JobSteps | None = None  # the steps it reports, if it is one that does
+        self.run_s = 0.0  # seconds run, as of run_from
+        self.run_from = -1.0  # when its current run began (-1: not running)
+        self.report_at = 0.0  # run seconds at its next report
+        self.report_token = 0  # bumped when it stops: its planned report is stale
 
 
 class Replay:
@@ -136,6 +151,7 @@ class Replay:
         forecasts: Sequence[tuple[float, Forecast]] = (),
         explain: str | None = None,
         predict_every: int = 0,
+        progress_reports: ProgressReports | None = None,
     ) -> None:
         self.wall_start = time.perf_counter()
         self.jobs, self.policy, self.forecasts = jobs, policy, forecasts
@@ -143,6 +159,8 @@ class Replay:
         self.world = world or World()
         self.progress, self.observer, self.annotator = progress, observer, annotator
         self.explain, self.predict_every = explain, predict_every
+        reports = progress_reports
+        self.reports = reports if reports is not None and reports.share > 0 else None
         self.scheduler = Scheduler(cluster, policy, config=self.config)
         self.total_gpus = cluster.total_gpus
         self.nodes = cluster.nodes
@@ -244,6 +262,10 @@ class Replay:
         heap = self.heap
         while heap and heap[0][0] <= now:
             _, _, truth, ver, kind = heapq.heappop(heap)
+            if kind == _REPORT:
+                if truth.report_token == ver and truth.version != -1:
+                    self._report(truth, now)
+                continue
             if truth.version != ver:
                 continue
             self._settle(truth, now)
@@ -260,6 +282,7 @@ class Replay:
         rec, spec = truth.record, truth.spec
         job_id = spec.id
         truth.cut_at = None
+        self._stop_reports(truth, now)
         report = self.world.measure(spec, now - rec.first_start, now)
         rec.profiled_s += now - rec.first_start
         rec.restores += 1
@@ -311,6 +334,8 @@ class Replay:
                 spec = annotator.on_submit(spec, now)
             truth = self.truth[spec.id] = _Truth(spec, record)
             truth.work = work  # the trace's, whatever the annotator made of the spec
+            if self.reports is not None:
+                truth.steps = self.reports.steps_for(spec.id, work)
             self.scheduler.submit(spec, now)
             self.arrived.append(spec.id)
             self.events += 1
@@ -389,6 +414,9 @@ class Replay:
             rec.startup_s += decision.startup_s
         if decision.limit_s is not None:
             truth.cut_at = now + decision.limit_s
+        if truth.steps is not None:
+            truth.run_from = now
+            self._plan_report(truth, now)
         if decision.shares_with is not None:
             other = self.truth[decision.shares_with]
             mine, theirs = self.world.pair_speed(truth.spec, other.spec)
@@ -407,6 +435,7 @@ class Replay:
         rec = truth.record
         self._settle(truth, now)
         truth.cut_at = None
+        self._stop_reports(truth, now)
         rec.preemptions += 1
         rec.restores += 1
         lost_work = decision.lost_s * truth.rate
@@ -415,6 +444,33 @@ class Replay:
         truth.version += 1
         if decision.shares_with is not None:
             self._run_alone(self.truth[decision.shares_with], now)
+
+    def _plan_report(self, truth: _Truth, now: float) -> None:
+        """Plan a running reporting job's next report, at its next report's run time."""
+        ran = truth.run_s + (now - truth.run_from)
+        self.tiebreak += 1
+        at = now + max(0.0, truth.report_at - ran)
+        heapq.heappush(self.heap, (at, self.tiebreak, truth, truth.report_token, _REPORT))
+
+    def _stop_reports(self, truth: _Truth, now: float) -> None:
+        """A reporting job stopped: count its run, and its planned report is stale."""
+        if truth.steps is not None and truth.run_from >= 0:
+            truth.run_s += now - truth.run_from
+            truth.run_from = -1.0
+            truth.report_token += 1
+
+    def _report(self, truth: _Truth, now: float) -> None:
+        """A running job reports the step its work done so far stands for (noisily)."""
+        steps, reports = truth.steps, self.reports
+        assert steps is not None and reports is not None
+        self._settle(truth, now)
+        done = max(0.0, truth.record.duration - truth.work)  # (lost work, overheads redo)
+        step = steps.report(done, reports.noise)
+        self.scheduler.progress(truth.spec.id, now, step, steps.total)
+        ran = truth.run_s + (now - truth.run_from)
+        truth.report_at = reports.next_report(ran)
+        self._plan_report(truth, now)
+        self.events += 1
 
     def _run_alone(self, truth: _Truth, now: float) -> None:
         """A running job lost its packing partner: from ``now`` it runs at its solo pace."""

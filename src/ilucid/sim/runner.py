@@ -106,6 +106,9 @@ def _replay(
     jobs, cluster, config, options = payload
     options = dict(options)
     options_explain = {"job": options.pop("explain", None)}
+    reports = options.pop("progress_reports", None)
+    if options.pop("no_profiles", False) and lucid_inputs is not None:
+        lucid_inputs = (None, lucid_inputs[1])
     annotator: WalkForwardEstimates | None = None
     try:
         policy = make_policy(name, BuildContext(overrides=options.get("overrides", {})))
@@ -129,6 +132,7 @@ def _replay(
             forecasts=forecasts,
             explain=explain,
             predict_every=max(1, len(jobs) // 500),
+            progress_reports=reports,
         )
         return PolicyRun(name, result, explanation=_detail(explain, annotator, world, jobs))
     except (ValueError, RuntimeError) as exc:

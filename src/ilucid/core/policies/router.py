@@ -75,9 +75,9 @@ class InferenceRouter(PolicyBase):
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         self.training.on_forecast(forecast, now)
 
-    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+    def on_estimate(self, job: JobState, seconds: float, trusted: bool, now: float) -> None:
         if job.spec.job_class is not JobClass.INFERENCE:
-            self.training.on_estimate(job, seconds, now)
+            self.training.on_estimate(job, seconds, trusted, now)
 
     # -- a pass ------------------------------------------------------------------
     def schedule(self, step: SchedulingPass) -> None:
