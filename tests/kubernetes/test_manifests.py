@@ -36,6 +36,8 @@ EXAMPLES_DIR = DEPLOY_DIR / "examples"
 # (apiGroup, resource, verb): all that ilucid's ServiceAccount may do
 EXPECTED_GRANTS = {
     ("", "nodes", "list"),
+    ("", "pods", "list"),  # a running workload's pods, for its progress report
+    ("", "pods/log", "get"),
     ("", "nodes", "watch"),
     ("batch", "jobs", "list"),
     ("batch", "jobs", "watch"),
@@ -200,8 +202,11 @@ def test_rbac_least_privilege() -> None:
                 assert not any("*" in value for value in values), f"{name}: {field} {values}"
             assert not FORBIDDEN_VERBS & set(rule["verbs"]), f"{name}: {rule['verbs']}"
             for resource in rule["resources"]:
-                # the only subresource: jobs/status (the IlucidPending condition)
-                assert "/" not in resource or resource == "jobs/status", f"{name}: {resource}"
+                # the only subresources: jobs/status (the IlucidPending condition) and
+                # pods/log (read, for a workload's progress report)
+                assert "/" not in resource or resource in ("jobs/status", "pods/log"), (
+                    f"{name}: {resource}"
+                )
                 assert resource != "secrets", name
                 if resource in NOT_CREATED:
                     assert "create" not in rule["verbs"], f"{name}: create {resource}"
