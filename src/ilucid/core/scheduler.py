@@ -29,6 +29,7 @@ from ilucid.core.model import (
 )
 from ilucid.core.picklable import picklable
 from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
+from ilucid.core.progress_book import ProgressBook
 from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 from ilucid.core.wait_words import pool_open_to
@@ -67,6 +68,10 @@ class Policy(Protocol):
 
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         """A new load forecast for the policy's tuner, if it has one."""
+        ...
+
+    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+        """A running job's whole run time, re-estimated from its own progress."""
         ...
 
     def schedule(self, step: SchedulingPass) -> None: ...
@@ -116,6 +121,9 @@ class PolicyBase:
 
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         return None
+
+    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+        return None  # policies that do not order by an estimate have no use for it
 
     def next_wakeup(self, now: float) -> float | None:
         return None
@@ -390,6 +398,7 @@ class Scheduler:
         self.placer: Placer = placer or default_placer(cluster)
         self.config = config or SchedulerConfig()
         self.free = FreeGpus(cluster)
+        self.progress_book = ProgressBook()
         self.jobs: dict[str, JobState] = {}
         self.partners: dict[str, str] = {}  # packed job -> the job sharing its GPUs
         self._seq = 0
@@ -423,6 +432,7 @@ class Scheduler:
         job.finish(now)
         self.policy.on_finished(job, now)
         del self.jobs[job_id]
+        self.progress_book.forget(job_id)
         return job
 
     def adopt(self, job_id: str, placement: Placement, now: float) -> None:
@@ -457,6 +467,7 @@ class Scheduler:
         job.status = JobStatus.DONE
         self.policy.on_withdrawn(job, now)
         del self.jobs[job_id]
+        self.progress_book.forget(job_id)
         self.pending_count -= 1
 
     def schedule(self, now: float) -> list[Decision]:
@@ -486,6 +497,30 @@ class Scheduler:
         self.pending_count += 1
         self.policy.on_profiled(job, report, now)
         return job
+
+    def progress(self, job_id: str, now: float, step: float, total: float) -> None:
+        """A running job said it is at ``step`` of ``total``: its estimate becomes what its
+        own rate says is left (blended with the model's while the rate is young). Ignored
+        for a job not running here (a late report)."""
+        job = self.jobs.get(job_id)
+        if job is None or job.status is not JobStatus.RUNNING or job.placement is None:
+            return
+        if not job.placement.parts:
+            return
+        gpu_type = self.cluster.nodes[job.placement.parts[0][0]].gpu_type
+        self.progress_book.report(job_id, step, total, _ran(job, now), gpu_type)
+        estimate = self.progress_book.estimate(job_id, job.spec.expected_duration)
+        if estimate is not None:
+            self.policy.on_estimate(job, estimate.total_s, now)
+
+    def progress_words(self, job_id: str) -> str | None:
+        """Why the job's estimate is what it is, from its own progress (None: it has
+        not reported enough for a rate)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        estimate = self.progress_book.estimate(job_id, job.spec.expected_duration)
+        return None if estimate is None else estimate.words()
 
     def forecast(self, forecast: Forecast, now: float) -> None:
         """A new load forecast; policies without a tuner ignore it."""

@@ -54,7 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     sized = cluster_for_load(trace.jobs, args.load)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     cluster = mixed_type_cluster(len(sized), types)
-    jobs = [j for j in trace.jobs if j.id not in never_placeable(trace.jobs, cluster)]
+    refused = never_placeable(trace.jobs, cluster)  # once: it looks at every job
+    jobs = [j for j in trace.jobs if j.id not in refused]
     print(
         f"hetero: {args.trace} ({len(jobs):,} jobs) on {len(cluster)} nodes x 8 GPUs of"
         f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs"

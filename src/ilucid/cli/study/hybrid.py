@@ -72,7 +72,8 @@ def _run(args: argparse.Namespace) -> int:
         args.cloud_nodes if args.cloud_nodes is not None else max(1, math.ceil(len(onprem) / 4))
     )
     cluster = hybrid_cluster(onprem, cloud_nodes)
-    jobs = [j for j in trace.jobs if j.id not in never_placeable(trace.jobs, onprem)]
+    refused = never_placeable(trace.jobs, onprem)  # once: it looks at every job
+    jobs = [j for j in trace.jobs if j.id not in refused]
     pool = PoolSpec(CLOUD_POOL, args.cloud_cost, args.startup)
     config = SchedulerConfig(pools={CLOUD_POOL: pool})
     print(

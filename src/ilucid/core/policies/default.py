@@ -219,6 +219,13 @@ class DefaultPlan(ReplanningPolicy):
         self.on_preempted(job, now)
         self._dirty = True
 
+    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+        """The job's own progress re-estimated its run: a running job is re-keyed at once
+        (a packed one keeps its place until its partner ends)."""
+        self.leveled.set_estimate(job, seconds, measured=True)
+        if job.seq in self._training_running and job.seq not in self.leveled.packed:
+            self.rekey_measured(job, now)
+
     def on_withdrawn(self, job: JobState, now: float) -> None:
         self._why.pop(job.seq, None)
         self._refused.pop(job.seq, None)

@@ -152,11 +152,12 @@ class LeveledEstimateOrder(EstimateOrder):
             self.lead_s = self.lead_per_error * statistics.median(self._errors)
         super().observe_finished(job)
 
-    def set_estimate(self, job: JobState, seconds: float) -> None:
+    def set_estimate(self, job: JobState, seconds: float, measured: bool = False) -> None:
         """A better estimate than the submission's (a profiling run measured it). For a
         job with a stated run time it may only raise the estimate: the live profiler
-        refines the user's own statement, which must not bypass its weight."""
-        if job.spec.stated_estimate is not None and seconds <= self.estimate(job):
+        refines the user's own statement, which must not bypass its weight. The job's
+        own progress (``measured``) counts over both."""
+        if not measured and job.spec.stated_estimate is not None and seconds <= self.estimate(job):
             return
         self._estimate[job.seq] = seconds
 

@@ -73,6 +73,9 @@ class ReplanningPolicy(PlanBase):
         self._sizes: list[int] = []
         self._pending_count = 0
         self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
+        #: jobs re-keyed by their own progress -> the one crossing of theirs that counts
+        #: (each re-key pushes one; the earlier ones are stale). Other jobs are not in it
+        self._measured_due: dict[int, float] = {}
         self._dirty = False
         self._in_pass = False  # inside schedule(): its own preemptions need no re-plan
         self.replans = 0  # passes that re-planned (a subclass acts after them)
@@ -98,6 +101,8 @@ class ReplanningPolicy(PlanBase):
         entry, crossing = self.order.rekey(job, now)
         self._entry[job.seq] = entry
         self._running.add(entry)
+        if self._measured_due and job.seq in self._measured_due:
+            self._measured_due[job.seq] = -math.inf if crossing is None else crossing
         if crossing is not None:
             crossings = self._crossings
             heapq.heappush(crossings, (crossing, job.seq, job.since))
@@ -110,7 +115,24 @@ class ReplanningPolicy(PlanBase):
     def _still_running(self, item: tuple[float, int, float]) -> bool:
         """Whether a heap entry ``(time, seq, since)`` is of a job running since then."""
         job = self._jobs.get(item[1])
-        return job is not None and job.status is JobStatus.RUNNING and job.since == item[2]
+        return (
+            job is not None
+            and job.status is JobStatus.RUNNING
+            and job.since == item[2]
+            and not self._superseded(item)
+        )
+
+    def _superseded(self, item: tuple[float, int, float]) -> bool:
+        """A crossing of a job re-keyed by its progress since it was pushed."""
+        due = self._measured_due
+        return bool(due) and item[1] in due and due[item[1]] != item[0]
+
+    def rekey_measured(self, job: JobState, now: float) -> None:
+        """Re-key a running job whose estimate its own progress just changed; its earlier
+        crossings no longer count (one crossing a job, however often it reports)."""
+        self._measured_due[job.seq] = -math.inf
+        self._running.remove(self._entry[job.seq])
+        self._add_running(job, now)
 
     def _demote_crossed(self, now: float) -> bool:
         """Re-key running jobs whose key changes by ``now`` (a threshold crossed, an
@@ -136,8 +158,11 @@ class ReplanningPolicy(PlanBase):
                 break
             if demote(pop(crossings), now, not_yet):
                 demoted = True
+        measured = self._measured_due
         for item in not_yet:
             heapq.heappush(crossings, (item[0] + 1e-6, item[1], item[2]))
+            if measured and item[1] in measured:
+                measured[item[1]] = item[0] + 1e-6
         return demoted
 
     def _demote(
@@ -148,6 +173,8 @@ class ReplanningPolicy(PlanBase):
         job = self._jobs.get(item[1])
         if job is None or job.status is not JobStatus.RUNNING or job.since != item[2]:
             return False  # stale: finished or preempted since
+        if self._measured_due and self._superseded(item):
+            return False  # stale: re-keyed by its progress since
         if self._keeps_key(job):
             return False  # its key no longer changes while it runs
         order, entries = self.order, self._entry
@@ -161,6 +188,9 @@ class ReplanningPolicy(PlanBase):
         running.remove(old)
         running.add(fresh)
         entries[job.seq] = fresh
+        due = self._measured_due
+        if due and job.seq in due:
+            due[job.seq] = -math.inf if crossing is None else crossing
         if crossing is not None:
             if crossing <= now:  # due again at once: its key is the one just set
                 not_yet.append((crossing, job.seq, job.since))
@@ -180,6 +210,8 @@ class ReplanningPolicy(PlanBase):
 
     def on_preempted(self, job: JobState, now: float) -> None:
         self._running.remove(self._entry.pop(job.seq))
+        if self._measured_due:
+            self._measured_due.pop(job.seq, None)
         self._add_pending(job)
         if not self._in_pass:  # requeued from outside (a live process vanished): re-plan
             self._dirty = True
@@ -192,6 +224,8 @@ class ReplanningPolicy(PlanBase):
     def on_finished(self, job: JobState, now: float) -> None:
         self._running.remove(self._entry.pop(job.seq))
         del self._jobs[job.seq]
+        if self._measured_due:
+            self._measured_due.pop(job.seq, None)
         self.order.observe_finished(job)
         self._dirty = True
 
@@ -213,7 +247,12 @@ class ReplanningPolicy(PlanBase):
         while crossings:
             crossing, seq, since = crossings[0]
             job = self._jobs.get(seq)
-            if job is not None and job.status is JobStatus.RUNNING and job.since == since:
+            if (
+                job is not None
+                and job.status is JobStatus.RUNNING
+                and job.since == since
+                and not (self._measured_due and self._superseded(crossings[0]))
+            ):
                 break
             heapq.heappop(crossings)
         if not crossings:

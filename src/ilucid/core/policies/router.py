@@ -75,6 +75,10 @@ class InferenceRouter(PolicyBase):
     def on_forecast(self, forecast: Forecast, now: float) -> None:
         self.training.on_forecast(forecast, now)
 
+    def on_estimate(self, job: JobState, seconds: float, now: float) -> None:
+        if job.spec.job_class is not JobClass.INFERENCE:
+            self.training.on_estimate(job, seconds, now)
+
     # -- a pass ------------------------------------------------------------------
     def schedule(self, step: SchedulingPass) -> None:
         self.training.prepare(step)
