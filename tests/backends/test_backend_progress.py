@@ -98,5 +98,7 @@ def test_slurm_reads_the_last_report_in_the_jobs_output_file(tmp_path: Path) -> 
     assert backend._as_observed("j1", running).progress == (20.0, 100.0)  # read <10 s ago
     now[0] = 10.0
     assert backend._as_observed("j1", running).progress == (25.0, 100.0)
-    pending = SlurmJob(7, f"{backend.prefix}j1", "PENDING", "JobHeldUser", "", "", (), "", "", "", 0, 0)
+    pending = SlurmJob(
+        7, f"{backend.prefix}j1", "PENDING", "JobHeldUser", "", "", (), "", "", "", 0, 0
+    )
     assert backend._as_observed("j1", pending).progress is None

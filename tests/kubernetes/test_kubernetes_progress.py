@@ -43,9 +43,7 @@ def test_progress_comes_from_the_first_running_pods_log(emulator: Emulator) -> N
     seen = kube.observe().jobs["j1"]
     assert seen.state is ProcessState.RUNNING
     assert seen.progress == (120.0, 500.0)
-    asked = [
-        r for r in emulator.requests() if r.resource is not None and r.subresource == "log"
-    ]
+    asked = [r for r in emulator.requests() if r.resource is not None and r.subresource == "log"]
     assert [(r.name, r.params.get("tailLines")) for r in asked] == [("train-bbbbb", "200")]
     emulator.handler.pod_logs[("team-a", "train-bbbbb")] += b"ILUCID_PROGRESS step=130 total=500\n"
     assert kube.observe().jobs["j1"].progress == (120.0, 500.0)  # read less than 10 s ago

@@ -38,8 +38,8 @@ from ilucid.backends.base import (
     ObservedJob,
     ProcessState,
 )
-from ilucid.backends.kubernetes_progress import pod_progress
 from ilucid.backends.kubernetes_kinds import JOB, KINDS, Kind, gpu_type_of, node_inventory
+from ilucid.backends.kubernetes_progress import pod_progress
 from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status_of
 from ilucid.backends.progress_memo import ProgressMemo
 from ilucid.core import Cluster

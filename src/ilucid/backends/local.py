@@ -62,10 +62,10 @@ from ilucid.backends.local_host import GpuInventory, HostResources, discover_gpu
 from ilucid.backends.progress_files import newest, read_output_tail, read_progress_file
 from ilucid.backends.progress_memo import ProgressMemo
 from ilucid.backends.progress_read import Progress
-from ilucid.progress import ENV as PROGRESS_ENV
 from ilucid.backends.runner_install import can_hide_proc, install_runner
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
+from ilucid.progress import ENV as PROGRESS_ENV
 
 __all__ = [
     "DEFAULT_MAX_LOG_MB",

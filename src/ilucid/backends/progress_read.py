@@ -33,7 +33,9 @@ MAX_VALUE = 1e15
 #: the largest progress file read: ``{"step": ..., "total": ...}`` is a few dozen bytes
 MAX_FILE_BYTES = 4096
 
-_LINE = re.compile(rb"(?:^|[^A-Za-z0-9_])ILUCID_PROGRESS[ \t]+step=(\S{1,32})[ \t]+total=(\S{1,32})")
+_LINE = re.compile(
+    rb"(?:^|[^A-Za-z0-9_])ILUCID_PROGRESS[ \t]+step=(\S{1,32})[ \t]+total=(\S{1,32})"
+)
 _NUMBER = re.compile(rb"^[0-9]{1,16}(?:\.[0-9]{1,16})?(?:[eE][+-]?[0-9]{1,3})?$")
 
 

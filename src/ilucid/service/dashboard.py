@@ -7,11 +7,12 @@ README), served at ``/static/uplot/``. The page is a small single-page app with
 three hash routes: ``#/`` (the cluster: summary, queue with the reason each job
 waits, running jobs with their own progress as a bar, a node/GPU map with its
 legend, the tenants' quotas, and busy-GPU and job-count charts over a chosen time
-range, with the periods the service was down as gaps), ``#/history`` (ended jobs, paged, filtered by state,
-user and tenant) and ``#/job/<id>`` (a job with its expected start, its estimate
-and the estimate's terms, transitions, decisions, profile and the end of its
-output, and its own progress over time). It polls the REST API every few seconds. Below 640 px wide every table
-turns into one card per row, so nothing is wider than its panel.
+range, with the periods the service was down as gaps), ``#/history`` (ended jobs,
+paged, filtered by state, user and tenant) and ``#/job/<id>`` (a job with its
+expected start, its estimate and the estimate's terms, its own progress over time,
+transitions, decisions, profile and the end of its output). It polls the REST API
+every few seconds. Below 640 px wide every table turns into one card per row, so
+nothing is wider than its panel.
 
 The API token comes from the URL fragment (``/#token=...``; a fragment never
 reaches a server or a proxy log), is kept in ``localStorage`` and stripped from

@@ -68,6 +68,4 @@ def history_json(session: Session, job_id: str) -> list[dict[str, Any]]:
     found = session.scalars(
         select(ProgressRow).where(ProgressRow.job_id == job_id).order_by(ProgressRow.id)
     )
-    return [
-        {"at": p.at, "step": p.step, "total": p.total, "gpu_type": p.gpu_type} for p in found
-    ]
+    return [{"at": p.at, "step": p.step, "total": p.total, "gpu_type": p.gpu_type} for p in found]
