@@ -15,7 +15,9 @@ semantics a scheduler backend / leader election needs and stock kmock lacks:
 * labelSelector (=, ==, !=, in, notin, exists, !exists) and fieldSelector
   (=, ==, != on any dotted path, e.g. metadata.name, spec.nodeName) on LIST & WATCH;
 * List kind/apiVersion/metadata.resourceVersion (watch: see ``kmock_watch``);
-* DELETE bumps resourceVersion; 422 on create without name/generateName.
+* DELETE bumps resourceVersion; 422 on create without name/generateName;
+* a pod's log (``GET .../pods/NAME/log``): the text in ``pod_logs`` under (namespace,
+  name), honouring ``tailLines`` and ``limitBytes`` (stock kmock answers the pod).
 
 Everything else (request recording, reactions DSL, kmock.objects assertions)
 is inherited unchanged.
@@ -219,6 +221,8 @@ def match_fields(selector: str | None, obj: dict[str, Any]) -> bool:
 @attrs.define(kw_only=True)
 class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
     _rv: int = attrs.field(default=1000, init=False)
+    #: each pod's log, by (namespace, name): what ``GET .../pods/NAME/log`` answers
+    pod_logs: dict[tuple[str, str], bytes] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -240,8 +244,31 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
         return bool(info and "status" in info.subresources)
 
     # ---------------------------------------------------------------- writes
+    def _pod_log(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """A pod's log as the API server sends it: plain text, its last ``tailLines``
+        lines, at most ``limitBytes`` bytes (from the start of what is sent)."""
+        key = (str(request.namespace), str(request.name))
+        if key not in self.pod_logs:
+            raise k8s.KubernetesError(status=404, reason="NotFound", message=f"pod {key[1]}")
+        data = self.pod_logs[key]
+        tail = request.params.get("tailLines")
+        if tail is not None:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-int(tail) :]) if int(tail) else b""
+        limit = request.params.get("limitBytes")
+        if limit is not None:
+            data = data[: int(limit)]
+        return aiohttp.web.Response(body=data, content_type="text/plain")
+
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         res = request.resource
+        if (
+            res is not None
+            and res.plural == "pods"
+            and request.subresource == "log"
+            and request.method == enums.method.GET
+        ):
+            return self._pod_log(request)
         if (
             res is not None
             and request.method == enums.method.POST

@@ -298,6 +298,12 @@ def test_rbac_grants_exactly_the_calls_the_backend_makes(
     test_api = emulator.api()
     client.CoreV1Api(test_api).create_namespace({"metadata": {"name": "ilucid-system"}})
     batch, _ = seed(emulator, [])
+    # a pod of t0 with a log: its progress report is read (pods listed, its log read)
+    pod = {"metadata": {"name": "t0-abcde", "labels": {"job-name": "t0"}}}
+    client.CoreV1Api(test_api).create_namespaced_pod(
+        "team-a", {**pod, "status": {"phase": "Running"}}
+    )
+    emulator.handler.pod_logs[("team-a", "t0-abcde")] = b"ILUCID_PROGRESS step=1 total=9\n"
     ours = emulator.api()
     ours.user_agent = "ilucid"
     svc = service(tmp_path, ours)

@@ -36,6 +36,8 @@ EXAMPLES_DIR = DEPLOY_DIR / "examples"
 # (apiGroup, resource, verb): all that ilucid's ServiceAccount may do
 EXPECTED_GRANTS = {
     ("", "nodes", "list"),
+    ("", "pods", "list"),  # a running workload's pods, for its progress report
+    ("", "pods/log", "get"),
     ("", "nodes", "watch"),
     ("batch", "jobs", "list"),
     ("batch", "jobs", "watch"),
@@ -200,8 +202,11 @@ def test_rbac_least_privilege() -> None:
                 assert not any("*" in value for value in values), f"{name}: {field} {values}"
             assert not FORBIDDEN_VERBS & set(rule["verbs"]), f"{name}: {rule['verbs']}"
             for resource in rule["resources"]:
-                # the only subresource: jobs/status (the IlucidPending condition)
-                assert "/" not in resource or resource == "jobs/status", f"{name}: {resource}"
+                # the only subresources: jobs/status (the IlucidPending condition) and
+                # pods/log (read, for a workload's progress report)
+                assert "/" not in resource or resource in ("jobs/status", "pods/log"), (
+                    f"{name}: {resource}"
+                )
                 assert resource != "secrets", name
                 if resource in NOT_CREATED:
                     assert "create" not in rule["verbs"], f"{name}: create {resource}"
@@ -209,7 +214,10 @@ def test_rbac_least_privilege() -> None:
 
 def test_no_grant_reads_secrets_or_writes_pods() -> None:
     grants = granted(_installed())
-    assert not {g for g in grants if g[1].split("/")[0] in {"secrets", "pods"}}
+    assert not {g for g in grants if g[1].split("/")[0] == "secrets"}
+    # pods: only listed, and only their logs read (a workload's progress report)
+    pods = {g for g in grants if g[1].split("/")[0] == "pods"}
+    assert pods <= {("", "pods", "list"), ("", "pods/log", "get")}
     assert not {g for g in grants if g[2] in FORBIDDEN_VERBS}
     assert not {g for g in grants if g[1] in NOT_CREATED and g[2] == "create"}
     assert not {g for g in grants if "*" in "".join(g)}

@@ -119,13 +119,17 @@ def _populate(served: Served) -> None:
     served.wait("the failing job", lambda: served.job(failing)["state"] == "failed")
     served.ended = [served.quick, failing]
     served.first = served.submit(["sleep", "60"], 2)
-    served.second = served.submit(["sh", "-c", 'echo "$0"; sleep 60', XSS], 2)
+    # the second reports its progress through its file (its output stays the XSS alone)
+    reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; sleep 60'
+    served.second = served.submit(["sh", "-c", reports, XSS], 2)
 
     def launched() -> bool:
         jobs = [served.job(served.first), served.job(served.second)]
         return all(j["state"] == "running" and j["gpu_indices"] for j in jobs)
 
     served.wait("both training jobs to run", launched)
+    # read at most every 10 s a job: the first read may come before the job wrote it
+    served.wait("the second job's progress", lambda: bool(served.job(served.second)["progress"]))
     served.waiting = served.submit(["true"], 2, token=served.evil_token)
     served.wait(
         "the third job to wait",

@@ -91,6 +91,7 @@ def test_dashboard_pages_fit_and_their_legends_show(
         ("overview", f"#/&token={served.token}", "overview"),
         ("history", "#/history", "history"),
         ("job", f"#/job/{served.waiting}", f"job:{served.waiting}"),
+        ("running-job", f"#/job/{served.second}", f"job:{served.second}"),
         ("ended-job", f"#/job/{served.quick}", f"job:{served.quick}"),
     ]
     with new_tab(browser, width) as tab:
@@ -100,6 +101,8 @@ def test_dashboard_pages_fit_and_their_legends_show(
             page.wait_for_selector(f"body[data-ready='{ready}']")
             assert overflows(page, allow_scroll=False) == [], f"{name} at {width} px"
             page.screenshot(path=str(tmp_path / f"dashboard-{name}-{width}.png"), full_page=True)
+            if name == "running-job":  # its progress, in words
+                assert "30 / 120 steps" in (page.text_content("#job-progress") or "")
             if name != "overview":
                 continue
             charts = legends(page)
@@ -110,6 +113,18 @@ def test_dashboard_pages_fit_and_their_legends_show(
             ]
             cut = [e for entries in charts for e in entries if e["problems"]]
             assert cut == [], f"at {width} px: {cut}"
+            # the running table: the second job's own progress, a bar with its steps
+            shown = page.locator(
+                f"#running-table tr[data-job-id={served.second}] td[data-col=progress]"
+            )
+            bar = shown.locator("progress")
+            assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("30", "120")
+            assert shown.text_content().startswith("25% \u00b7 30 / 120 steps")
+            assert bar.bounding_box()["width"] > 20  # drawn, not collapsed
+            first = page.locator(
+                f"#running-table tr[data-job-id={served.first}] td[data-col=progress]"
+            )
+            assert first.text_content() == "-"  # it never reported
             legend = page.locator("#gpu-legend li").all()
             assert len(legend) == 2
             for item in legend:

@@ -113,7 +113,7 @@ def test_dashboard_page_is_self_contained_and_locked_down(served: Served) -> Non
     assert "<script>" not in page and "<style" not in page and " style=" not in page
     sources = re.findall(r'<script defer src="([^"]+)"></script>', page)
     sheets = re.findall(r'<link rel="stylesheet" href="([^"]+)">', page)
-    assert page.count("<script") == len(sources) == 7 and len(sheets) == 2
+    assert page.count("<script") == len(sources) == 8 and len(sheets) == 2
     vendored = Path(ilucid.__file__).parent / "vendor" / "uplot"
     for url in sources + sheets:
         assert url.startswith("/static/"), url

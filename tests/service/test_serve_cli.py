@@ -55,7 +55,17 @@ def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  
     time.sleep(1.0)
     jobs = run_ilucid("jobs", *common, env=env).stdout
     lines = jobs.splitlines()
-    assert lines[0].split() == ["ID", "USER", "CLASS", "GPUS", "STATE", "ON", "GPUS", "COMMAND"]
+    assert lines[0].split() == [
+        "ID",
+        "USER",
+        "CLASS",
+        "GPUS",
+        "STATE",
+        "ON",
+        "GPUS",
+        "PROGRESS",
+        "COMMAND",
+    ]
     assert set(lines[1]) == {"-"}  # the rule under the header (plain text when piped)
     rows = {line.split()[0]: line.split() for line in lines[2:]}
     assert rows[long][1:5] == ["admin", "training", "2", "running"]

@@ -61,6 +61,9 @@ class ObservedJob:
     #: why a job ilucid started is LOST or HELD when ilucid did not stop it (its node went
     #: down and the cluster manager requeued it, ...): for the job's story
     reason: str | None = None
+    #: the job's own last progress report, (step, total) (``docs/progress.md``); None
+    #: when it reported none or the backend does not read reports
+    progress: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

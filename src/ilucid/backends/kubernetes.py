@@ -39,7 +39,9 @@ from ilucid.backends.base import (
     ProcessState,
 )
 from ilucid.backends.kubernetes_kinds import JOB, KINDS, Kind, gpu_type_of, node_inventory
+from ilucid.backends.kubernetes_progress import pod_progress
 from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status_of
+from ilucid.backends.progress_memo import ProgressMemo
 from ilucid.core import Cluster
 
 __all__ = ["KubernetesBackend"]
@@ -104,6 +106,9 @@ class KubernetesBackend:
         self._cancelled: set[str] = set()
         self._unreadable: set[str] = set()  # workloads whose resources are not quantities
         self._started = False
+        #: each running workload's last progress report (its first pod's log): read at
+        #: most every 10 s a workload and 50 workloads a pass (each read is two API calls)
+        self._progress = ProgressMemo(clock, per_pass=50)
 
     def _lister(self, kind: Kind) -> Callable[..., Any]:
         if self.namespace is None:
@@ -172,6 +177,9 @@ class KubernetesBackend:
                         self._unreadable.add(key_of(obj))
         self._jobs, self._foreign = ours, foreign
         observed = {job_id: self._as_observed(job_id, *entry) for job_id, entry in ours.items()}
+        self._progress.end_pass(
+            j for j, seen in observed.items() if seen.state is ProcessState.RUNNING
+        )
         return Observation(cluster, observed)
 
     def _as_observed(self, job_id: str, kind: Kind, obj: Obj) -> ObservedJob:
@@ -186,7 +194,12 @@ class KubernetesBackend:
         if not kind.suspended(obj):
             lost = self._lost_nodes(parts)
             if not lost:
-                return ObservedJob(job_id, ProcessState.RUNNING, (), None, parts)
+                meta = obj["metadata"]
+                progress = self._progress.get(
+                    job_id,
+                    lambda: pod_progress(self.core, kind.plural, meta["namespace"], meta["name"]),
+                )
+                return ObservedJob(job_id, ProcessState.RUNNING, (), None, parts, progress=progress)
             why = "; ".join(f"node {n} went down ({self.excluded.get(n, 'gone')})" for n in lost)
             self._lost[job_id] = why
             obj = self._suspend(job_id, kind, obj)

@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -58,9 +59,13 @@ from ilucid.backends.containment import (
 )
 from ilucid.backends.enter_check import can_enter
 from ilucid.backends.local_host import GpuInventory, HostResources, discover_gpus, discover_host
+from ilucid.backends.progress_files import newest, read_output_tail, read_progress_file
+from ilucid.backends.progress_memo import ProgressMemo
+from ilucid.backends.progress_read import Progress
 from ilucid.backends.runner_install import can_hide_proc, install_runner
 from ilucid.core import Cluster, Node
 from ilucid.core.policies.lucid import PROFILER_LABEL
+from ilucid.progress import ENV as PROGRESS_ENV
 
 __all__ = [
     "DEFAULT_MAX_LOG_MB",
@@ -182,6 +187,8 @@ class LocalBackend:
         self.cluster = Cluster(tuple(nodes))
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping: dict[str, float] = {}  # job id -> SIGKILL deadline
+        #: each running job's last progress report, read at most every 10 s
+        self._progress = ProgressMemo(clock)
 
     def describe_isolation(self) -> list[str]:
         """What the service says at start about how jobs are held and hidden."""
@@ -226,6 +233,7 @@ class LocalBackend:
             if not (folder / "pid").exists() and not (folder / "exit").exists():
                 self._recover_pid(folder)
             jobs[folder.name] = self._observe_one(folder.name)
+        self._progress.end_pass(j for j, seen in jobs.items() if seen.state is ProcessState.RUNNING)
         return Observation(self.cluster, jobs)
 
     def parts_of(self, gpus: Sequence[int]) -> tuple[tuple[str, int], ...]:
@@ -275,7 +283,42 @@ class LocalBackend:
                 self.containment.kill(job_id, exclude=[int(pid_text[0])])
                 self._signal(int(pid_text[0]), signal.SIGKILL)
             return ObservedJob(job_id, ProcessState.STOPPING, gpus, parts=self.parts_of(gpus))
-        return ObservedJob(job_id, ProcessState.RUNNING, gpus, parts=self.parts_of(gpus))
+        progress = self._progress.get(job_id, lambda: self._read_progress(job_id))
+        return ObservedJob(
+            job_id, ProcessState.RUNNING, gpus, parts=self.parts_of(gpus), progress=progress
+        )
+
+    def _read_progress(self, job_id: str) -> Progress | None:
+        """The job's newest report: from the end of its stdout, or from its progress
+        file (read only as the job's own user's file), whichever was written last."""
+        folder = self._dir(job_id)
+        said = read_output_tail(folder / "stdout.log")
+        where = (self._read(job_id, "progress") or "").split("\n")
+        if len(where) != 2 or not where[0].isdigit():
+            return newest(said)
+        return newest(said, read_progress_file(where[1], owner=int(where[0])))
+
+    def _progress_folder(self, job_id: str, account: Account | None) -> str:
+        """A fresh folder only the job's user may write, for its progress file: in the
+        system's temporary directory (the data directory is the service's alone), made
+        by the service with a name nobody can guess, then handed to that user. Where
+        it is (and whose it is) is kept in the job's ``progress`` file."""
+        self._drop_progress_folder(job_id)
+        made = tempfile.mkdtemp(prefix=f"ilucid-progress-{job_id}-")
+        uid = os.geteuid()
+        if account is not None:
+            os.chown(made, account.uid, account.gid)
+            uid = account.uid
+        path = os.path.join(made, "progress.json")
+        (self._dir(job_id) / "progress").write_text(f"{uid}\n{path}", encoding="utf-8")
+        return path
+
+    def _drop_progress_folder(self, job_id: str) -> None:
+        """Remove the job's progress folder (a link put in its place is not followed)."""
+        where = (self._read(job_id, "progress") or "").split("\n")
+        if len(where) == 2:
+            shutil.rmtree(os.path.dirname(where[1]), ignore_errors=True)
+        (self._dir(job_id) / "progress").unlink(missing_ok=True)
 
     def _none_left(self, job_id: str) -> bool:
         """Whether no process of the job is left; any that outlived its main process
@@ -447,6 +490,7 @@ class LocalBackend:
         full_env = job_environment(os.environ, env, account)
         full_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, chosen))
         full_env["ILUCID_JOB_ID"] = job_id
+        full_env[PROGRESS_ENV] = self._progress_folder(job_id, account)
         full_env[MARKER] = marker_value(scope_of(self.data_dir), job_id)
         identity = (
             [f"--uid={account.uid}", f"--gid={account.gid}", f"--groups={_ids(account.groups)}"]
@@ -565,5 +609,6 @@ class LocalBackend:
 
     def forget(self, job_id: str) -> None:
         """Drop the on-disk state of an ended job (its logs are kept)."""
+        self._drop_progress_folder(job_id)
         for name in ("pid", "exit", "gpus"):
             (self._dir(job_id) / name).unlink(missing_ok=True)

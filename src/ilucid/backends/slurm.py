@@ -45,6 +45,8 @@ from ilucid.backends.base import (
     ObservedJob,
     ProcessState,
 )
+from ilucid.backends.progress_files import read_output_tail
+from ilucid.backends.progress_memo import ProgressMemo
 from ilucid.backends.slurm_parse import (
     SlurmJob,
     SlurmNode,
@@ -142,6 +144,9 @@ class SlurmBackend:
         self._foreign: list[ForeignJob] = []
         self._stopping: set[str] = set()
         self._requeued_at: dict[str, float] = {}
+        #: each running job's last progress report (its ``stdout.log``), read at most
+        #: every 10 s a job
+        self._progress = ProgressMemo(clock)
 
     # -- commands ----------------------------------------------------------------------
     def _run(self, *args: str) -> str:
@@ -230,6 +235,9 @@ class SlurmBackend:
             job = self._current(job_id)
             if job is not None:
                 observed[job_id] = self._as_observed(job_id, job)
+        self._progress.end_pass(
+            j for j, seen in observed.items() if seen.state is ProcessState.RUNNING
+        )
         for folder in self.root.iterdir():  # jobs Slurm forgot: their exit file tells
             if folder.is_dir() and folder.name not in observed and (folder / "exit").exists():
                 code = (folder / "exit").read_text(encoding="utf-8").strip()
@@ -262,8 +270,11 @@ class SlurmBackend:
             return self._take_back(job_id, job, run)
         if job.nodes:
             self._ran_on[job_id] = job.nodes
-        # running, or released and waiting for Slurm to start it
-        return ObservedJob(job_id, ProcessState.RUNNING, gpus, None, parts)
+        # running, or released and waiting for Slurm to start it; its own progress
+        # report, from the end of the output file ilucid's sbatch names (--output)
+        output = self.root / job_id / "stdout.log"
+        progress = self._progress.get(job_id, lambda: _report(read_output_tail(output)))
+        return ObservedJob(job_id, ProcessState.RUNNING, gpus, None, parts, progress=progress)
 
     def _take_back(self, job_id: str, job: SlurmJob, run: int) -> ObservedJob:
         """Slurm requeued a job ilucid released (its node went down or failed): hold it
@@ -489,6 +500,10 @@ class SlurmBackend:
         (self.root / job_id / "exit").unlink(missing_ok=True)
         self._stopping.discard(job_id)
         self._ran_on.pop(job_id, None)
+
+
+def _report(stamped: tuple[tuple[float, float], float] | None) -> tuple[float, float] | None:
+    return stamped[0] if stamped is not None else None
 
 
 def _queued(slurm_id: int, name: str, reason: str = "JobHeldUser") -> SlurmJob:

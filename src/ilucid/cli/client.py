@@ -26,6 +26,7 @@ from ilucid.cli.common import (
     service_url,
     stored_token,
 )
+from ilucid.cli.progress_cell import progress_cell
 from ilucid.cli.tables import print_table, summary_rows
 from ilucid.settings.profile_file import resolve_policies
 
@@ -208,7 +209,7 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/jobs")
-    header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "COMMAND")
+    header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND")
     cells = [
         (
             j["id"],
@@ -218,6 +219,7 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
             j["state"],
             # only a running job holds GPUs; an ended one's last GPUs are history
             j["gpu_indices"] if j["state"] == "running" else "",
+            progress_cell(j.get("progress")),  # the job's own report, if it made one
             " ".join(j["command"])[:40],
         )
         for j in rows
@@ -250,6 +252,8 @@ def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
     result = call_service(client, "GET", f"/jobs/{args.job}/explain")
     print(f"{printable(result['id'])}: {printable(result['why'])}")
     print(f"  {printable(result['estimate']['text'])}")
+    if result.get("progress"):
+        print(f"  progress: {printable(result['progress'])}")
     for decision in result["decisions"]:
         print(f"  {_when(decision['time'])}: {printable(decision['message'])}")
     if result.get("story"):

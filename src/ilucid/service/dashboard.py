@@ -5,13 +5,14 @@ The service must work on machines without internet access, so nothing comes from
 CDN: the charts are uPlot (MIT, vendored in ``ilucid/vendor/uplot``, see its
 README), served at ``/static/uplot/``. The page is a small single-page app with
 three hash routes: ``#/`` (the cluster: summary, queue with the reason each job
-waits, running jobs, a node/GPU map with its legend, the tenants' quotas, and
-busy-GPU and job-count charts over a chosen time range, with the periods the
-service was down as gaps), ``#/history`` (ended jobs, paged, filtered by state,
-user and tenant) and ``#/job/<id>`` (a job with its expected start, its estimate
-and the estimate's terms, transitions, decisions, profile and the end of its
-output). It polls the REST API every few seconds. Below 640 px wide every table
-turns into one card per row, so nothing is wider than its panel.
+waits, running jobs with their own progress as a bar, a node/GPU map with its
+legend, the tenants' quotas, and busy-GPU and job-count charts over a chosen time
+range, with the periods the service was down as gaps), ``#/history`` (ended jobs,
+paged, filtered by state, user and tenant) and ``#/job/<id>`` (a job with its
+expected start, its estimate and the estimate's terms, its own progress over time,
+transitions, decisions, profile and the end of its output). It polls the REST API
+every few seconds. Below 640 px wide every table turns into one card per row, so
+nothing is wider than its panel.
 
 The API token comes from the URL fragment (``/#token=...``; a fragment never
 reaches a server or a proxy log), is kept in ``localStorage`` and stripped from
@@ -42,7 +43,7 @@ STATIC = Path(__file__).with_name("static")
 #: The vendored chart library (served under /static/uplot/).
 UPLOT = Path(__file__).resolve().parent.parent / "vendor" / "uplot"
 #: Scripts in the order they load (each uses what the ones before it define).
-SCRIPTS = ("util.js", "charts.js", "overview.js", "history.js", "job.js", "app.js")
+SCRIPTS = ("util.js", "charts.js", "progress.js", "overview.js", "history.js", "job.js", "app.js")
 
 
 def static_files() -> StaticFiles:
@@ -95,7 +96,7 @@ _OVERVIEW = """
 <section class="panel"><h2>Running</h2>
 <table id="running-table" data-testid="running-table"><thead><tr>
 <th>job</th><th>user</th><th>class</th><th>GPUs</th><th>on GPUs</th><th>started</th>
-</tr></thead><tbody></tbody></table>
+<th>progress</th></tr></thead><tbody></tbody></table>
 <p id="running-empty" class="empty" hidden>Nothing is running that you may see.</p>
 </section>
 <section class="panel"><h2>Nodes and GPUs</h2>
@@ -169,6 +170,9 @@ _JOB = """
 <section class="panel"><h3>Estimate</h3><p id="job-estimate" data-testid="job-estimate"></p>
 <table id="job-terms" data-testid="job-terms" hidden><thead><tr>
 <th>term</th><th>contribution (log s)</th><th>factor</th></tr></thead><tbody></tbody></table>
+</section>
+<section class="panel"><h3>Progress</h3><p id="job-progress" data-testid="job-progress"></p>
+<div id="job-progress-chart" data-testid="job-progress-chart" class="chart" hidden></div>
 </section>
 <section class="panel"><h3>Job</h3>
 <table id="job-fields" data-testid="job-fields"><tbody></tbody></table></section>

@@ -40,6 +40,7 @@ __all__ = [
     "EstimatorVersion",
     "JobRow",
     "ModelRow",
+    "ProgressRow",
     "SampleRow",
     "TokenRow",
     "TransitionRow",
@@ -108,6 +109,13 @@ class JobRow(Base):
     #: why the service is stopping the job ("cancelled", "preempted", "profiled"), until
     #: its process is gone: committed before it is answered (migration 0011)
     stopping: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
+    # -- the job's own progress report, the last one (migration 0013; None: none yet)
+    progress_step: Mapped[float | None] = mapped_column(Float, nullable=True)
+    progress_total: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: when the service saw it, epoch s
+    progress_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: steps per second of run, between its reports (None until two of one run)
+    progress_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         # what every reconcile pass asks at 10,000 nodes (migration 0012): the launched
@@ -160,6 +168,19 @@ class SampleRow(Base):
     gpu_util: Mapped[float] = mapped_column(Float)
     mem_util: Mapped[float] = mapped_column(Float)
     mem_mib: Mapped[float] = mapped_column(Float)
+
+
+class ProgressRow(Base):
+    """A job's progress over time: a row when its step changed (thinned, about 200 a job)."""
+
+    __tablename__ = "job_progress"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    step: Mapped[float] = mapped_column(Float)
+    total: Mapped[float] = mapped_column(Float)
+    gpu_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class TokenRow(Base):

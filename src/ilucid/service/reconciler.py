@@ -79,6 +79,7 @@ from ilucid.service.pass_queries import (
     waiting_launches,
 )
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
+from ilucid.service.progress_keeper import ProgressKeeper
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
 __all__ = ["Reconciler"]
@@ -127,6 +128,8 @@ class Reconciler:
         self._launched = LaunchedJobs()
         self._forgets: list[str] = []  # ended jobs whose files go once the end is committed
         self._stop_retry: set[str] = set()  # stops the backend could not take yet
+        #: running jobs' own progress reports: stored, and told to the core
+        self.progress = ProgressKeeper()
         self.published_at = 0.0
         self.profiles = False
         #: nodes the cluster manager took out of service, with its reason (last pass)
@@ -172,6 +175,7 @@ class Reconciler:
                 observed = seen.jobs.get(row.id)
                 if self._recover(session, row, observed, node_index, now, restart):
                     stops.append(row.id)
+            self.progress.replay(session, self.scheduler, now)
             session.commit()
             # a crash after an end was committed and before the backend forgot the job
             exited = [j for j, o in seen.jobs.items() if o.state is ProcessState.EXITED]
@@ -335,6 +339,7 @@ class Reconciler:
                     self.stop(job_id)
             self._settle_stopped(session, seen, now, seen_id)
             self._settle_ended(session, seen, now, seen_id)
+            self.progress.observed(session, seen.jobs, now, self.scheduler, self.cluster)
             self.backend_queue.sync(session, seen, self.cluster.total_gpus)
             self.retries.release_due(session, self.scheduler, now)
             stops = self._end_due_profiles(session, now, pass_id)

@@ -17,6 +17,8 @@ from ilucid.service.db import DecisionRow, JobRow, TransitionRow
 from ilucid.service.edge import SubmitBody, query_text
 from ilucid.service.job_model import ServiceError
 from ilucid.service.job_store import JobRequest, spec_of
+from ilucid.service.progress_models import ProgressAnswer
+from ilucid.service.progress_view import history_json, progress_json
 from ilucid.service.retries import attempts_of
 from ilucid.service.running_sentence import estimate_sentence
 
@@ -57,6 +59,8 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "max_retries": row.max_retries,  # None: the service's default
         "attempts": row.attempts,  # failed attempts retried so far
         "retry_at": row.retry_at,  # held back for a retry until then (None: not held)
+        # its own last progress report: {step, total, fraction, rate_per_s, left_s, at}
+        "progress": progress_json(row),
     }
 
 
@@ -197,6 +201,7 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
             "failed": [{"time": a.time, "cause": a.cause} for a in attempts_of(session, job_id)],
         }
     now_why = service.explain(job_id) if state in ("pending", "running") else state
+    progress_words = service.progress_words(job_id)
     capped = service.capabilities.caps_logs
     cuts = capped.log_cuts(job_id) if capped is not None else {}
     return {
@@ -210,6 +215,8 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
         "state": state,
         "why": now_why,
         "estimate": estimate,
+        # how far the job says it is, and how that counts in its estimate (None: no report)
+        "progress": progress_words,
         "decisions": decisions,
         # failed launches and vanishes: how many were retried, each cause, the next retry
         "retries": retries,
@@ -230,6 +237,21 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
             for line in service.story(job_id)
         ],
     }
+
+
+@router.get("/jobs/{job_id}/progress", response_model=ProgressAnswer)
+def progress(job_id: str, who: Who, service: Live) -> dict[str, Any]:
+    """The job's own progress: its last report, in words, and its reports over time."""
+    with Session(service.engine) as session:
+        row = own_job(session, job_id, who)
+        answer = {
+            "id": row.id,
+            "state": row.state,
+            "progress": progress_json(row),
+            "history": history_json(session, job_id),
+        }
+    answer["words"] = service.progress_words(job_id)
+    return answer
 
 
 @router.get("/jobs/{job_id}/profile")

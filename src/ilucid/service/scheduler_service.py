@@ -69,6 +69,7 @@ from ilucid.service.lifecycle import Cause, Phase, Stimulus, new_stimulus_id
 from ilucid.service.live_policies import live_policy_factory
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
+from ilucid.service.progress_view import progress_sentence
 from ilucid.service.reconciler import Reconciler
 from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
@@ -392,6 +393,19 @@ class SchedulerService:
                 story = self.store.story(job_id)
                 why = describe_running(row, story, state.placement, self.cluster, row.stopping, now)
             return f"{why}; {backend_says}" if backend_says else why
+
+    def progress_words(self, job_id: str) -> str | None:
+        """How far the job says it is and what that does to its estimate: the core's
+        words once it measured a rate, else the service's from the stored report."""
+        with self.lock:
+            state = self.scheduler.jobs.get(job_id)
+            running = state is not None and state.status is JobStatus.RUNNING
+            said = self.scheduler.progress_words(job_id) if running else None
+        if said:
+            return said
+        with Session(self.engine) as session:
+            row = session.get(JobRow, job_id)
+            return progress_sentence(row) if row is not None else None
 
     def story(self, job_id: str) -> list[StoryLine]:
         """Every stored move of the job with what caused it, oldest first."""

@@ -1,5 +1,6 @@
 // A job's page (#/job/<id>): why it is where it is, its expected start, its
-// estimate with the model's terms, its fields, transitions, decisions, profile, output.
+// estimate with the model's terms, its own progress, its fields, transitions, decisions,
+// profile, output.
 'use strict';
 const LOG_LINES = 40;
 const JOB_ROUTE = /^#[/]job[/]([^/?&#]+)/;
@@ -93,9 +94,9 @@ async function loadJob(id, hash) {
     $('job-body').hidden = true;
     return true;
   }
-  const [explain, outlook, profile, log] = await Promise.all([
+  const [explain, outlook, profile, log, progress] = await Promise.all([
     api(base + '/explain'), api('/views' + base), api(base + '/profile'),
-    api(base + '/logs?stream=stdout', true)]);
+    api(base + '/logs?stream=stdout', true), api(base + '/progress')]);
   if (location.hash !== hash) return false;
   state.skew = outlook.now - Date.now() / 1000;
   $('job-error').hidden = true;
@@ -107,6 +108,7 @@ async function loadJob(id, hash) {
   drawEstimate(outlook.estimate);
   drawJobTables(job, explain);
   drawProfile(profile);
+  drawProgress(progress);
   const lines = log.split('\n');
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
   $('job-log').textContent = lines.length ? lines.slice(-LOG_LINES).join('\n') : '(no output)';

@@ -37,7 +37,7 @@ async function loadOverview(hash) {
     numCell('gpus', j.gpus),
     cell('gpu_indices', j.gpu_indices === '' ? 'launching' :
       (j.gpu_indices === '-' ? 'none' : j.gpu_indices)),
-    timeCell('started', j.first_start, true))), 'running-empty');
+    timeCell('started', j.first_start, true), progressCell(j.progress))), 'running-empty');
   drawNodes(nodes);
   drawQuotas(quotas);
   drawTimeline(timeline, total, minutes);
