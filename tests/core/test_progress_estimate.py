@@ -67,3 +67,16 @@ def test_a_report_for_a_job_not_running_is_ignored() -> None:
     scheduler.progress("a", 1.0, 5, 10)  # pending: nothing to measure
     assert scheduler.progress_words("a") is None
     scheduler.progress("nobody", 1.0, 5, 10)
+
+
+def test_a_job_that_reports_often_keeps_one_crossing() -> None:
+    """Each report re-keys the job; its level crossing stays one entry (a Philly replay
+    with reporting jobs once spent minutes sweeping thousands of duplicates)."""
+    scheduler = Scheduler(Cluster.homogeneous(1, 1), make_policy("ilucid"))
+    scheduler.submit(JobSpec("a", 0, 1, 100_000, estimate=50_000), 0)
+    scheduler.schedule(0)
+    plan = scheduler.policy.training  # type: ignore[attr-defined]
+    before = len(plan._crossings)
+    for t in range(1, 2_000):
+        scheduler.progress("a", float(t), t, 100_000)
+    assert len(plan._crossings) <= before + 2

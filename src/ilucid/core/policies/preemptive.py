@@ -130,9 +130,17 @@ class ReplanningPolicy(PlanBase):
     def rekey_measured(self, job: JobState, now: float) -> None:
         """Re-key a running job whose estimate its own progress just changed; its earlier
         crossings no longer count (one crossing a job, however often it reports)."""
-        self._measured_due[job.seq] = -math.inf
-        self._running.remove(self._entry[job.seq])
-        self._add_running(job, now)
+        seq = job.seq
+        self._running.remove(self._entry[seq])
+        entry, crossing = self.order.rekey(job, now)
+        self._entry[seq] = entry
+        self._running.add(entry)
+        due = self._measured_due
+        if crossing is None:
+            due[seq] = -math.inf  # none of its crossings counts
+        elif due.get(seq) != crossing:  # (the same crossing as before: that entry stands)
+            due[seq] = crossing
+            heapq.heappush(self._crossings, (crossing, seq, job.since))
 
     def _demote_crossed(self, now: float) -> bool:
         """Re-key running jobs whose key changes by ``now`` (a threshold crossed, an
