@@ -40,6 +40,8 @@ def _demo(args: argparse.Namespace) -> int:
         overhead_large=60.0,
         processes=None,
         explain=None,
+        no_profiles=False,
+        progress_share=0.0,
     )
     if philly is not None and philly.exists():
         trace = load_trace("philly", limit=args.limit)

@@ -19,8 +19,8 @@ def _span(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m"
     if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+        return f"{s // 3600}h{str(s % 3600 // 60).zfill(2)}m"
+    return f"{s // 86400}d{str(s % 86400 // 3600).zfill(2)}h"
 
 
 def progress_cell(progress: dict[str, Any] | None) -> str:

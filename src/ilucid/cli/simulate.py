@@ -285,7 +285,7 @@ def simulate_trace(
             f" (e.g. {example_id}: {example.message})"
         )
     profiling = [p for p in policies if needs_profiler(p)]
-    no_profiles = getattr(args, "no_profiles", False)
+    no_profiles = args.no_profiles
     if profiling:
         who = ", ".join(profiling)
         if no_profiles or profile_dir() is None:
@@ -308,7 +308,7 @@ def simulate_trace(
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
     if no_profiles:
         options["no_profiles"] = True
-    share = getattr(args, "progress_share", 0.0)
+    share = args.progress_share
     if share > 0:
         reports = ProgressReports(share, args.progress_every, args.progress_noise)
         options["progress_reports"] = reports

@@ -63,7 +63,10 @@ class TypeSpeeds:
         base = self._base
         if base is None:
             base = self._base = min(mine)
-        if base in mine and len(mine) > 1:
+        # a job counts once towards the medians per set of types it was measured on (one
+        # that reports its progress often would otherwise outweigh the others)
+        counted = known is None or known.keys() != mine.keys()
+        if counted and base in mine and len(mine) > 1:
             for gpu_type, speed in mine.items():
                 window = self._ratios.get(gpu_type)
                 if window is None:

@@ -5,9 +5,9 @@ read at most every 10 s a job). A report whose step did not change costs nothing
 here (a dictionary look-up); a new step updates the job's row (its last report
 and its rate), adds a row to its history (thinned to about :data:`MAX_HISTORY`
 rows) and is handed to the core (``Scheduler.progress``), which turns it into
-the job's remaining-time estimate. The rate is steps per second between the first
-report seen in the job's current run and the newest, so neither the time it
-waited in the queue nor a preemption counts against it.
+the job's remaining-time estimate. The stored rate is the core's (steps per second
+of the job's run, per GPU type, measured anew after lost work), so the API, the
+CLI and ``explain`` agree on it; None while the core has not measured one.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ class ProgressKeeper:
     def __init__(self) -> None:
         #: each running job's last stored (step, total): unchanged reports skip the database
         self._last: dict[str, tuple[float, float]] = {}
-        #: the first report of each running job's current run: (step, seen at)
-        self._anchor: dict[str, tuple[float, float]] = {}
         self._rows: dict[str, int] = {}  # history rows each job has, once counted
 
     def observed(
@@ -44,19 +42,16 @@ class ProgressKeeper:
         scheduler: Scheduler,
         cluster: Cluster,
     ) -> None:
-        """Store the reports whose step changed since the last stored one."""
-        running = {j for j, seen in jobs.items() if seen.state is ProcessState.RUNNING}
-        for table in (self._last, self._anchor, self._rows):
-            for job_id in [j for j in table if j not in running]:
+        """Store the reports whose step changed since the last stored one (a look at the
+        jobs that reported, not at every job)."""
+        for table in (self._last, self._rows):
+            for job_id in [j for j in table if not _running(jobs.get(j))]:
                 del table[job_id]  # ended or stopped: a new run measures anew
         changed: dict[str, tuple[float, float]] = {}
-        for job_id in running:
-            report = jobs[job_id].progress
-            if report is None:
+        for job_id, seen in jobs.items():
+            report = seen.progress
+            if report is None or seen.state is not ProcessState.RUNNING:
                 continue
-            anchor = self._anchor.get(job_id)
-            if anchor is None or report[0] < anchor[0]:  # a new run, or back to a checkpoint
-                self._anchor[job_id] = (report[0], now)
             if self._last.get(job_id) != report:
                 changed[job_id] = report
         if not changed:
@@ -69,8 +64,9 @@ class ProgressKeeper:
                 continue
             if row.progress_step == step and row.progress_total == total:
                 continue  # stored before a restart of the service
-            self._store(session, row, step, total, now, _gpu_type(scheduler, cluster, job_id))
             scheduler.progress(job_id, now, step, total)
+            self._store(session, row, step, total, now, _gpu_type(scheduler, cluster, job_id))
+            row.progress_rate = _rate(scheduler, job_id)
 
     def _store(
         self,
@@ -81,11 +77,6 @@ class ProgressKeeper:
         now: float,
         gpu_type: str | None,
     ) -> None:
-        first_step, first_at = self._anchor.get(row.id, (step, now))
-        if step > first_step and now > first_at:
-            row.progress_rate = (step - first_step) / (now - first_at)
-        elif step < (row.progress_step or 0.0):
-            row.progress_rate = None  # back to a checkpoint: measured again
         row.progress_step, row.progress_total, row.progress_at = step, total, now
         count = self._rows.get(row.id)
         if count is None:
@@ -113,7 +104,6 @@ class ProgressKeeper:
         """A rebuilt core hears each running job's last stored report (its rate is
         measured again from the next one)."""
         self._last.clear()
-        self._anchor.clear()
         found = session.execute(
             select(JobRow.id, JobRow.progress_step, JobRow.progress_total).where(
                 JobRow.state == RUNNING, JobRow.progress_step.is_not(None)
@@ -122,6 +112,16 @@ class ProgressKeeper:
         for job_id, step, total in found:
             if step is not None and total is not None:
                 scheduler.progress(job_id, now, step, total)
+
+
+def _running(seen: ObservedJob | None) -> bool:
+    return seen is not None and seen.state is ProcessState.RUNNING
+
+
+def _rate(scheduler: Scheduler, job_id: str) -> float | None:
+    """The core's measured steps per second for the job on the type it runs on."""
+    seen = scheduler.progress_book.jobs.get(job_id)
+    return None if seen is None else seen.rate()
 
 
 def _gpu_type(scheduler: Scheduler, cluster: Cluster, job_id: str) -> str | None:
