@@ -66,6 +66,7 @@ def test_the_values_are_the_codes_stored_before_the_enum() -> None:
         "TRAINING_RESERVE": "TrainingReserve",
         "INFERENCE_POOL_FULL": "InferencePoolFull",
         "NO_PREEMPTIBLE": "NoPreemptible",
+        "WAITING_FOR_FASTER_TYPE": "WaitingForFasterType",
     }
     assert ReasonCode("Fragmented") is ReasonCode.FRAGMENTED  # a stored code parses back
     assert f"{ReasonCode.QUOTA_EXCEEDED}" == str(ReasonCode.QUOTA_EXCEEDED) == "QuotaExceeded"

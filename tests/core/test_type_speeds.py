@@ -48,9 +48,8 @@ def test_the_scheduler_places_by_the_rule_and_says_why() -> None:
     little = JobSpec("little", 0, 1, 10, type_speeds=(("k80", 1.0), ("v100", 1.2)))
     placed = {}
     for rule in ("speed-ratio", "fastest"):
-        scheduler = Scheduler(
-            cluster, make_policy("fifo"), config=SchedulerConfig(gpu_type_rule=rule)
-        )
+        config = SchedulerConfig(gpu_type_rule=rule, gpu_type_patience=0.0)
+        scheduler = Scheduler(cluster, make_policy("fifo"), config=config)
         for job in jobs:
             scheduler.type_speeds.measured(job.id, job.type_speeds)
         scheduler.submit(little, 0)

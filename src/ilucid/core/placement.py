@@ -75,12 +75,45 @@ class ConsolidatingPlacer:
         if job.cpus is not None or job.memory_gb is not None or job.shape is not None:
             return self._place_constrained(job, free, pool)
         types = self._types(job, free)
-        for preferred in self._preferred(job, free):  # soft: first the types it runs best on
+        ranked = self._preferred(job, free)
+        waits = False
+        for preferred in ranked:  # soft: first the types it runs best on
             if preferred in free.types and (types is None or preferred in types):
+                if self._waits_for_faster(job, preferred, ranked):
+                    waits = True
+                    continue
                 placement = self._place_on(need, (preferred,), free, pool)
                 if placement is not None:
                     return placement
-        return self._place_on(need, types, free, pool)
+        return None if waits else self._place_on(need, types, free, pool)
+
+    def _waits_for_faster(self, job: JobSpec, gpu_type: str, ranked: tuple[str, ...]) -> bool:
+        """Whether the job waits for a faster type rather than start on ``gpu_type``."""
+        book = self.type_speeds
+        if book is None or book.patience <= 0.0 or job.preferred_gpu_types:
+            return False
+        fastest = book.fastest(job.id, ranked)
+        return fastest is not None and book.wait_left(job.id, gpu_type, fastest) > 0.0
+
+    def waiting_for_faster(self, job: JobSpec, free: FreeGpus) -> Reason | None:
+        """Why a job that could start on a slower type waits (None: it does not)."""
+        book = self.type_speeds
+        if book is None or book.patience <= 0.0 or job.preferred_gpu_types:
+            return None
+        ranked = self._preferred(job, free)
+        fastest = book.fastest(job.id, ranked)
+        if fastest is None:
+            return None
+        for gpu_type in ranked:
+            left = book.wait_left(job.id, gpu_type, fastest)
+            if left > 0.0 and gpu_type in free.types and free.best_fit(job.num_gpus, (gpu_type,)):
+                return Reason(
+                    ReasonCode.WAITING_FOR_FASTER_TYPE,
+                    f"{job.num_gpus} {gpu_type} GPU(s) are free, but it waits up to"
+                    f" {left:,.0f} s more for {fastest}, where it runs"
+                    f" {book.speedup(job.id, fastest, gpu_type):.2g}x as fast",
+                )
+        return None
 
     def _preferred(self, job: JobSpec, free: FreeGpus) -> tuple[str, ...]:
         """The job's own preference, else its types ranked by measured speed."""
@@ -492,6 +525,10 @@ def why_unplaced(
         fits = room and pool_open_to(job, pool)
         if fits and placer.place(job, free, pool) is not None:
             return None
+    if isinstance(placer, ConsolidatingPlacer):
+        waiting = placer.waiting_for_faster(job, free)
+        if waiting is not None:
+            return waiting
     return explain_unplaceable(job, free, held=lambda: busy_by_class(running, partners))
 
 

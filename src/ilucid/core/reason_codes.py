@@ -49,6 +49,7 @@ class ReasonCode(StrEnum):
     TRAINING_RESERVE = "TrainingReserve"
     INFERENCE_POOL_FULL = "InferencePoolFull"
     NO_PREEMPTIBLE = "NoPreemptible"
+    WAITING_FOR_FASTER_TYPE = "WaitingForFasterType"
 
     @property
     def meaning(self) -> str:
@@ -160,5 +161,11 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
         "An inference job waits: no GPUs are free and preempting training or"
         " best-effort jobs would free none it could use (some may be spared, having"
         " been preempted too often already). It starts when GPUs free."
+    ),
+    ReasonCode.WAITING_FOR_FASTER_TYPE: (
+        "A slower GPU type has room, but the job runs much faster on another type and"
+        " waits for it a while: at most a small share (the scheduler's GPU type patience)"
+        " of the extra run time the slower type would cost it. It starts on the faster"
+        " type when one frees, or on the slower one once that wait is over."
     ),
 }

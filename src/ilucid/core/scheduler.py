@@ -191,6 +191,9 @@ class SchedulerConfig:
     #: how a job's GPU type is chosen on a cluster of several (``TYPE_RULES``):
     #: "speed-ratio" by its measured speedup relative to the median job's
     gpu_type_rule: str = "speed-ratio"
+    #: a job waits for its fastest type up to this share of the extra run time a
+    #: slower free type would cost it (:mod:`ilucid.core.type_speeds`); 0: never waits
+    gpu_type_patience: float = 0.03
 
     def checkpoint_of(self, job: JobSpec) -> float | None:
         return job.checkpoint_s if job.checkpoint_s is not None else self.checkpoint_s
@@ -223,6 +226,10 @@ class SchedulingPass:
     @property
     def placer(self) -> Placer:
         return self._scheduler.placer
+
+    @property
+    def type_speeds(self) -> TypeSpeeds:
+        return self._scheduler.type_speeds
 
     @property
     def config(self) -> SchedulerConfig:
@@ -406,11 +413,15 @@ class Scheduler:
         self.cluster = cluster
         self.policy = policy
         self.config = config or SchedulerConfig()
-        self.type_speeds = TypeSpeeds(self.config.gpu_type_rule)
-        self.placer: Placer = placer or default_placer(cluster, self.type_speeds)
         self.free = FreeGpus(cluster)
         self.progress_book = ProgressBook()
         self.jobs: dict[str, JobState] = {}
+        self.type_speeds = TypeSpeeds(
+            self.config.gpu_type_rule, self.config.gpu_type_patience, self.jobs
+        )
+        self.placer: Placer = placer or default_placer(cluster, self.type_speeds)
+        #: speeds by type matter only on a cluster of several types
+        self._typed = len({n.gpu_type for n in cluster.nodes}) > 1
         self.partners: dict[str, str] = {}  # packed job -> the job sharing its GPUs
         self._seq = 0
         self.pending_count = 0
@@ -427,7 +438,7 @@ class Scheduler:
         job = JobState(spec, self._seq)
         self._seq += 1
         self.jobs[spec.id] = job
-        if spec.type_speeds:
+        if spec.type_speeds and self._typed:
             self.type_speeds.measured(spec.id, spec.type_speeds)
         self.pending_count += 1
         self.policy.on_submitted(job, now)
@@ -485,6 +496,7 @@ class Scheduler:
         self.pending_count -= 1
 
     def schedule(self, now: float) -> list[Decision]:
+        self.type_speeds.now = now
         step = SchedulingPass(self, now)
         self.policy.schedule(step)
         for decision in step.decisions:
@@ -523,7 +535,7 @@ class Scheduler:
             return
         gpu_type = self.cluster.nodes[job.placement.parts[0][0]].gpu_type
         seen = self.progress_book.report(job_id, step, total, _ran(job, now), gpu_type)
-        if seen.rates:  # the job's own pace per type ranks its types too
+        if seen.rates and self._typed:  # the job's own pace per type ranks its types too
             self.type_speeds.measured(job_id, list(seen.rates.items()))
         estimate = self.progress_book.estimate(job_id, job.spec.expected_duration)
         if estimate is not None:

@@ -11,12 +11,23 @@ from ilucid.cli.common import Command
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE
+from ilucid.core.type_speeds import TYPE_RULES
 from ilucid.estimators.profiles import profile_dir
 from ilucid.studies.gavel_world import GavelWorld
 from ilucid.studies.hetero import LABELS, mixed_type_cluster, run_hetero
 from ilucid.traces import cluster_for_load, load_trace
 
 __all__ = ["COMMANDS"]
+
+
+def _rules(text: str) -> list[str]:
+    rules = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in rules if r not in TYPE_RULES]
+    if unknown or not rules:
+        raise argparse.ArgumentTypeError(
+            f"unknown GPU type rule {', '.join(unknown) or text!r}; known: {', '.join(TYPE_RULES)}"
+        )
+    return rules if "blind" in rules else [*rules, "blind"]
 
 
 def _add_arguments(hetero: argparse.ArgumentParser) -> None:
@@ -33,6 +44,13 @@ def _add_arguments(hetero: argparse.ArgumentParser) -> None:
     )
     hetero.add_argument(
         "--policy", default=DEFAULT_PROFILE, help="scheduling policy (default: the default profile)"
+    )
+    hetero.add_argument(
+        "--rules",
+        type=_rules,
+        default=list(TYPE_RULES),
+        help="GPU type rules to compare, comma-separated (type-blind is always run: the"
+        " ratios are to it)",
     )
     hetero.add_argument("--limit", type=int, default=None, help="first N jobs only (default: all)")
     hetero.add_argument("--out", type=Path, default=Path("out/hetero"), help="output directory")
@@ -65,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs;"
         f" policy {args.policy}"
     )
-    runs = run_hetero(jobs, cluster, world, args.policy)
+    runs = run_hetero(jobs, cluster, world, args.policy, rules=args.rules)
     blind = next(r for r in runs if r.label == LABELS["blind"]).summary.get("avg_jct") or math.nan
     print_table(
         ["GPU type rule"] + [title for _, title, _ in _COLUMNS] + ["mean JCT / type-blind"],

@@ -411,15 +411,20 @@ class ReplanningPolicy(PlanBase):
         own expected wait)."""
         no_room: set[tuple[object, ...]] = set()
         remember = step.config.value_of_wait is None
+        # a job with measured GPU type speeds may wait for its fastest type: whether it
+        # starts is its own (its wait so far), not its request's
+        book = step.type_speeds
+        waits = book.patience > 0 and bool(book.speeds)
         jobs = self._jobs
         for entry in chosen:
             job = jobs[int(entry[-2])]
-            if no_room and _request(job.spec) in no_room:
+            own = waits and job.spec.id in book.speeds
+            if no_room and not own and _request(job.spec) in no_room:
                 continue
             if self._start(step, job):
                 if displaced:
                     _name_displaced(step, job, displaced)
-            elif remember:
+            elif remember and not own:
                 no_room.add(_request(job.spec))
 
     # -- extension hooks (the default profile fills them in) -------------------------
