@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_helpers import free_port, run_ilucid, serving
+from serve_helpers import Server, free_port, run_ilucid, serve_command, serving
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 PRINTS = (
@@ -93,3 +93,40 @@ def test_progress_shows_in_jobs_the_api_and_explain(served: dict[str, str]) -> N
     assert " steps/s on " in said, why  # the core's words: the rate per GPU type
     for job in (lines, file):
         run_ilucid("cancel", job, env=env)
+
+
+def test_a_kill_9_does_not_make_up_a_rate(tmp_path: Path, job_scratch: Path) -> None:
+    """The service is killed while a job reports 4 steps a second and comes back 8 s
+    later: the job ran on meanwhile, and its rate after the restart is still about 4 (a
+    restart once told the rebuilt core the last report stored before the kill, and the
+    next one measured the steps made while the service was down over a second or so)."""
+    data, port = tmp_path / "data", free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = Server(serve_command(data, port, 1, 0.2), dict(os.environ), url)
+    server.start()
+    env = {**os.environ, "ILUCID_URL": url}
+    env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
+    try:
+        job = run_ilucid("submit", "--gpus", "1", "--", "python3", "-c", PRINTS, env=env)
+        job_id = job.stdout.strip()
+        with _api(env) as client:
+            _until(client, job_id, lambda j: (j["progress"] or {}).get("rate_per_s"), "a rate")
+        server.kill()
+        time.sleep(8)
+        server.start()
+        with _api(env) as client:
+            before = client.get(f"/jobs/{job_id}").raise_for_status().json()["progress"]
+            after = _until(
+                client,
+                job_id,
+                lambda j: (
+                    j["progress"]["step"] > before["step"] + 8 and j["progress"]["rate_per_s"]
+                ),
+                "a report after the restart",
+            )
+        first = before["rate_per_s"]  # of the first report the restarted service read
+        assert first is None or 1.0 < first < 8.0, before
+        assert 1.0 < after["progress"]["rate_per_s"] < 8.0, after["progress"]
+        run_ilucid("cancel", job_id, env=env)
+    finally:
+        server.kill()

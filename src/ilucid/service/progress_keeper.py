@@ -100,18 +100,12 @@ class ProgressKeeper:
         session.execute(delete(ProgressRow).where(ProgressRow.id.in_(gone)))
         return len(gone)
 
-    def replay(self, session: Session, scheduler: Scheduler, now: float) -> None:
-        """A rebuilt core hears each running job's last stored report (its rate is
-        measured again from the next one)."""
+    def rebuilt(self) -> None:
+        """The core was rebuilt: the next report of each running job is stored and told
+        to it afresh. The last stored report is not replayed: the job ran on while the
+        service was down, and a rebuilt core counts its run from now, so that report
+        and the next would measure a rate of all the steps made meanwhile over seconds."""
         self._last.clear()
-        found = session.execute(
-            select(JobRow.id, JobRow.progress_step, JobRow.progress_total).where(
-                JobRow.state == RUNNING, JobRow.progress_step.is_not(None)
-            )
-        ).all()
-        for job_id, step, total in found:
-            if step is not None and total is not None:
-                scheduler.progress(job_id, now, step, total)
 
 
 def _running(seen: ObservedJob | None) -> bool:

@@ -175,7 +175,7 @@ class Reconciler:
                 observed = seen.jobs.get(row.id)
                 if self._recover(session, row, observed, node_index, now, restart):
                     stops.append(row.id)
-            self.progress.replay(session, self.scheduler, now)
+            self.progress.rebuilt()
             session.commit()
             # a crash after an end was committed and before the backend forgot the job
             exited = [j for j, o in seen.jobs.items() if o.state is ProcessState.EXITED]
