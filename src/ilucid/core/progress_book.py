@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ilucid.core.picklable import picklable
+
 __all__ = ["TRUSTED_AFTER_S", "JobProgress", "ProgressBook", "ProgressEstimate"]
 
 #: seconds of measured run after which the job's own rate is taken alone
@@ -130,3 +132,6 @@ class ProgressBook:
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
+
+
+picklable(ProgressEstimate)
