@@ -5,75 +5,84 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 TRACE_DIR ?= $(if $(ILUCID_TRACE_DIR),$(ILUCID_TRACE_DIR),$(wildcard ../shared/traces))
 
-.PHONY: serve demo native native-clean test check lint typecheck imports bench bench-policies bench-mixed bench-mixed-robustness bench-placement clean
+.PHONY: serve demo wheel test test-pure check lint typecheck imports bench bench-policies bench-mixed bench-mixed-robustness bench-placement clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(STAMP): pyproject.toml setup.py | $(BIN)/python
+	ILUCID_COMPILE=0 $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## native: compile the replay's hot modules with mypyc beside their sources (about 1.5 min;
-## the same results in about 3/5 of the time). Used only while they match their sources:
-## an edit, ILUCID_PURE=1 or `make native-clean` runs the pure Python (--version tells)
-NATIVE := src/ilucid/compiled/manifest.json
-NATIVE_SOURCES := $(shell $(PYTHON) tools/build_native.py --list)
-$(NATIVE): $(STAMP) $(NATIVE_SOURCES) tools/build_native.py tools/mypyc.ini
-	$(BIN)/python tools/build_native.py
+## wheel: build the wheel a user installs (`python -m build`; setup.py compiles the replay's
+## hot modules with mypyc, about 1.5 min, or builds pure Python without a C compiler) and
+## install it into the venv in place of the editable sources: `make serve`, `demo`, `test`
+## and the benchmarks run what `pip install` gives. `ilucid --version` says which core runs
+WHEEL := $(VENV)/.installed-wheel
+PACKAGE_FILES := $(shell find src/ilucid -type f ! -name '*.pyc' ! -name '*.so' 2>/dev/null)
+$(WHEEL): $(STAMP) setup.py MANIFEST.in tools/mypyc.ini $(PACKAGE_FILES)
+	@# an older in-place build (the former `make native`) would shadow the sources
+	find src -name '*.so' -delete
+	rm -rf src/ilucid/compiled dist/ilucid-*.whl
+	$(BIN)/python -m build --wheel --outdir dist .
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall dist/ilucid-*.whl
+	touch $@
 
-native: $(NATIVE)
-
-native-clean: $(STAMP)
-	$(BIN)/python tools/build_native.py --clean
+wheel: $(WHEEL)
 
 ## serve: install and start the live scheduler here (SQLite in .ilucid, local backend);
 ## prints the dashboard URL. GPUs come from NVML, else GPUS virtual ones (default 4);
 ## the API and dashboard listen on PORT (default 8787; the client commands find it).
 GPUS ?= 4
 PORT ?= 8787
-serve: $(STAMP) $(NATIVE)
+serve: $(STAMP) $(WHEEL)
 	$(BIN)/ilucid serve --port $(PORT) $(if $(wildcard /dev/nvidia0),,--gpus $(GPUS))
 
 ## demo: install and compare the baseline policies (Philly when ILUCID_TRACE_DIR is set)
-demo: $(STAMP) $(NATIVE)
+demo: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/ilucid demo --out out/demo
 
-## test: install dev tools, run lint, types, import rules and the whole test suite
-test: check $(NATIVE)
+## test: install dev tools, run lint, types, import rules, the whole test suite against the
+## installed wheel (compiled core), then the core's tests again on the Python sources
+test: check $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python -m pytest -n 2 --dist loadgroup tests
+	$(MAKE) --no-print-directory test-pure
+
+## test-pure: the fast pure-Python subset: the core's tests on src/ (PYTHONPATH), not the wheel
+test-pure: $(STAMP)
+	PYTHONPATH=src ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python -m pytest -n 2 tests/core
 
 check: lint typecheck imports
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench tools setup.py
+	$(BIN)/ruff format --check src tests bench tools setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 imports: $(STAMP)
-	$(BIN)/lint-imports
+	PYTHONPATH=src $(BIN)/lint-imports
 
 ## bench: simulator wall time and peak memory on Philly and ITP cluster04
-bench: $(STAMP) $(NATIVE)
+bench: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/simulator.py
 
 ## bench-policies: issues #3 and #15: every policy and the default profile on Philly and ITP 01-05
-bench-policies: $(STAMP) $(NATIVE)
+bench-policies: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/policies.py
 
 ## bench-mixed: the default profile vs static partitioning vs FIFO with inference (issue #4's table)
-bench-mixed: $(STAMP) $(NATIVE)
+bench-mixed: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed.py
 
 ## bench-mixed-robustness: the default profile vs static with every training job d s longer
-bench-mixed-robustness: $(STAMP) $(NATIVE)
+bench-mixed-robustness: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/mixed_robustness.py
 
 ## bench-placement: issue #5: fragmentation table, hybrid cost/wait, per-type speeds
-bench-placement: $(STAMP) $(NATIVE)
+bench-placement: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
 
 ## bench-scale: issue #20: the default profile's pass latency on 2k-50k nodes x 10k-100k
@@ -93,5 +102,5 @@ bench-sharded: $(STAMP)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/sharded_conflicts.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache build/native src/ilucid/compiled/manifest.json
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache build dist src/ilucid/compiled
 	find src -name "*.so" -delete

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ilucid.compiled import guard
+from ilucid.build_info import core_build
 
 GOALS = {
     "fifo": 5.0,
@@ -186,7 +186,7 @@ def main() -> int:
     extra = ["--limit", str(args.limit)] if args.limit else []
     policies = [p for p in args.policies.split(",") if p]
     print("wall s: summary.json's wall_s of `ilucid simulate` (process s: the whole command)")
-    print(f"core: {guard.status()} (ILUCID_PURE=1 times the Python source)")
+    print(f"core: {core_build()} (PYTHONPATH=src times the Python source)")
     print(
         f"{'trace':8} {'nodes':>5} {'policy':14} {'jobs':>8} {'wall s':>8} {'goal s':>7}"
         f" {'process s':>9} {'peak MiB':>9} {'mean JCT s':>12}"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pure_python import pure_env
 
 from ilucid.core import Cluster, JobSpec, Scheduler
 from ilucid.core.framework import Needs, Phase, PluginRef
@@ -106,7 +107,7 @@ def test_the_settings_schema_names_every_config_field_with_its_type() -> None:
         )
         done = subprocess.run(
             [sys.executable, "-c", code],
-            env={**os.environ, "ILUCID_PURE": "1"},
+            env=pure_env(),
             capture_output=True,
             text=True,
             check=True,

@@ -11,7 +11,6 @@ built too.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -19,8 +18,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from pure_python import pure_env, runs_compiled
 
-from ilucid.compiled import guard
 from ilucid.core import (
     Cluster,
     Decision,
@@ -57,14 +56,14 @@ def built(
 ) -> Iterator[Built | None]:
     """Record the code of every Reason built and every wait code asked for.
 
-    A compiled core's classes cannot be patched: there the test runs again in a
-    pure-Python interpreter (the same code; tests/test_native.py checks that a replay
+    A compiled core's classes cannot be patched: there the test runs again on the
+    Python sources (the same code; tests/test_native.py checks that a replay
     is the same either way) and yields None."""
-    if guard.status().compiled:
+    if runs_compiled():
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
             cwd=request.config.rootpath,
-            env={**os.environ, "ILUCID_PURE": "1"},
+            env=pure_env(),
             capture_output=True,
             text=True,
         )

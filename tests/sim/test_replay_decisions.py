@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from pure_python import pure_env, runs_compiled
 
-from ilucid.compiled import guard
 from ilucid.core import (
     Cluster,
     JobSpec,
@@ -30,14 +29,14 @@ def reasons_without_numbers(
 ) -> Iterator[bool]:
     """Strip every decision's reasons of their numbers before the replay sees them.
 
-    A compiled core's classes cannot be patched: there the test runs again in a
-    pure-Python interpreter (the same code; tests/test_native.py checks that a
+    A compiled core's classes cannot be patched: there the test runs again on the
+    Python sources (the same code; tests/test_native.py checks that a
     replay is the same either way) and yields False."""
-    if guard.status().compiled:
+    if runs_compiled():
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
             cwd=request.config.rootpath,
-            env={**os.environ, "ILUCID_PURE": "1"},
+            env=pure_env(),
             capture_output=True,
             text=True,
         )

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Sequence
 
 from ilucid import __version__
+from ilucid.build_info import core_build
 from ilucid.cli import client, demo, info, model, serve, simulate, study, sweep
 from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
-from ilucid.compiled import guard
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsFormatter,
     )
     parser.add_argument(
-        "--version", action="version", version=f"ilucid {__version__}, core: {guard.status()}"
+        "--version", action="version", version=f"ilucid {__version__}, core: {core_build()}"
     )
     listed = ",".join(name for name, command in COMMANDS.items() if not command.hidden)
     commands = parser.add_subparsers(dest="command", required=True, metavar=f"{{{listed}}}")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ilucid.build_info import core_build
 from ilucid.cli.common import (
     CliError,
     Command,
@@ -21,7 +22,6 @@ from ilucid.cli.common import (
 )
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table, summary_rows
-from ilucid.compiled import guard
 from ilucid.core import Cluster, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler, tiresias_overrides
@@ -332,7 +332,7 @@ def simulate_trace(
     out.mkdir(parents=True, exist_ok=True)
     safe = {s["policy"]: {k: _json_value(v) for k, v in s.items()} for s in summaries}
     for figures in safe.values():  # which core ran: wall_s means little without it
-        figures["core"] = str(guard.status())
+        figures["core"] = core_build()
     (out / "summary.json").write_text(json.dumps(safe, indent=2) + "\n", encoding="utf-8")
     for result in results:
         _write_jobs_csv(out / f"jobs-{result.policy}.csv", result)
