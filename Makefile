@@ -25,7 +25,10 @@ $(WHEEL): $(STAMP) setup.py MANIFEST.in tools/mypyc.ini $(PACKAGE_FILES)
 	@# an older in-place build (the former `make native`) would shadow the sources
 	find src -name '*.so' -delete
 	rm -rf src/ilucid/compiled dist/ilucid-*.whl
-	$(BIN)/python -m build --wheel --outdir dist .
+	@mkdir -p build
+	@echo "wheel: python -m build (mypyc compiles the hot modules: about 1.5 min; log in build/wheel.log)"
+	@$(BIN)/python -m build --wheel --outdir dist . > build/wheel.log 2>&1 || { tail -40 build/wheel.log; exit 1; }
+	@grep -E "^ilucid: |: (warning|error): " build/wheel.log || true
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall dist/ilucid-*.whl
 	touch $@
 
@@ -84,6 +87,12 @@ bench-mixed-robustness: $(STAMP) $(WHEEL)
 ## bench-placement: issue #5: fragmentation table, hybrid cost/wait, per-type speeds
 bench-placement: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
+
+## bench-wheel: issue #34: `python -m build` wheels (compiled and pure) in fresh virtual
+## environments: --version, and full Philly under the default profile, the same jobs CSV
+.PHONY: bench-wheel
+bench-wheel: $(STAMP)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/wheel.py $(ARGS)
 
 ## bench-scale: issue #20: the default profile's pass latency on 2k-50k nodes x 10k-100k
 ## pending, under churn (ARGS="--quick" for one small cell)

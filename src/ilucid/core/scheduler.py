@@ -9,7 +9,7 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -161,6 +161,13 @@ def default_placer(cluster: Cluster, type_speeds: TypeSpeeds | None = None) -> P
     placer = TopologyPlacer() if labelled else ConsolidatingPlacer()
     placer.type_speeds = type_speeds
     return placer
+
+
+def _start_requests(pending: Iterable[JobState], now: float) -> Iterator[tuple[str, int, float]]:
+    """What project_starts asks of each pending job, lazily (it may stop at its limit)."""
+    for job in pending:
+        remaining = expected_remaining(job.spec.expected_duration, _ran(job, now))
+        yield job.spec.id, job.spec.num_gpus, remaining
 
 
 def _ran(job: JobState, now: float) -> float:
@@ -556,7 +563,7 @@ class Scheduler:
 
     # -- questions ---------------------------------------------------------------
     def pending(self) -> Iterable[JobState]:
-        return (j for j in self.jobs.values() if j.status is JobStatus.PENDING)
+        return [j for j in self.jobs.values() if j.status is JobStatus.PENDING]
 
     def wait_code(self, job_id: str) -> ReasonCode:
         """A countable code for why a pending job is not running.
@@ -615,11 +622,7 @@ class Scheduler:
             if order is not None
             else sorted(self.pending(), key=lambda j: (j.spec.submit_time, j.seq))
         )
-        requests = (
-            (j.spec.id, j.spec.num_gpus, expected_remaining(j.spec.expected_duration, _ran(j, now)))
-            for j in pending
-        )
-        return project_starts(profile, requests, until, limit)
+        return project_starts(profile, _start_requests(pending, now), until, limit)
 
     def why_pending(self, job_id: str, now: float) -> str:
         """A sentence such as ``pending (position 3 in fifo order): all 8 GPUs are busy ...``."""

@@ -401,7 +401,7 @@ class DefaultPlan(ReplanningPolicy):
 
     def victims(self) -> Iterator[JobState]:
         """Running training jobs inference may stop: all but those sharing GPUs."""
-        return (j for j in self._training_running.values() if j.seq not in self._pairs)
+        return iter([j for j in self._training_running.values() if j.seq not in self._pairs])
 
     def _preempt(self, step: SchedulingPass, job: JobState) -> None:
         """A job sharing GPUs is stopped with its partner: only then are they free."""

@@ -211,7 +211,7 @@ class InferenceTier:
                 f" {self.reserve_training:.0%} reserve for training kept (inference"
                 f" would hold {held}/{total} GPUs)",
             )
-        why = f"inference: started by preempting {_victims(v.job for v in chosen)}"
+        why = f"inference: started by preempting {_victims([v.job for v in chosen])}"
         started = step.try_start(job, why, pool)
         assert started, "victims were chosen so that the job fits"
         if pool == MAIN_POOL:
