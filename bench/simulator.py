@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ilucid.build_info import core_build
+from ilucid.cli.core_build import core_build
 
 GOALS = {
     "fifo": 5.0,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pure_python import SRC, pure_env, runs_compiled
 
-from ilucid.build_info import compiled_modules, core_build
+from ilucid.cli.core_build import compiled_modules, core_build
 
 ROOT = SRC.parent
 TRACE_DIR = os.environ.get("ILUCID_TRACE_DIR")

@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args(argv)
 
-    from ilucid.build_info import core_build
     from ilucid.cli.app import main as ilucid
+    from ilucid.cli.core_build import core_build
 
     if not core_build().startswith("pure"):
         print("profile the sources: PYTHONPATH=src python tools/hot_modules.py", file=sys.stderr)

@@ -23,6 +23,6 @@ def pure_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 def runs_compiled() -> bool:
     """Whether this process imported the compiled core."""
-    from ilucid.build_info import core_build
+    from ilucid.cli.core_build import core_build
 
     return core_build().startswith("compiled")

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Sequence
 
 from ilucid import __version__
-from ilucid.build_info import core_build
 from ilucid.cli import client, demo, info, model, serve, simulate, study, sweep
 from ilucid.cli.common import CliError, Command, DefaultsFormatter, add_commands, print_error
+from ilucid.cli.core_build import core_build
 from ilucid.traces import TraceError
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ilucid.build_info import core_build
 from ilucid.cli.common import (
     CliError,
     Command,
@@ -20,6 +19,7 @@ from ilucid.cli.common import (
     positive_int,
     printable,
 )
+from ilucid.cli.core_build import core_build
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table, summary_rows
 from ilucid.core import Cluster, RestoreOverhead, SchedulerConfig

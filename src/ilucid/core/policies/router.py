@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from mypy_extensions import mypyc_attr
+
 from ilucid.core.decision import Reason
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import Forecast, JobClass, ProfileReport
@@ -22,6 +24,8 @@ from ilucid.core.scheduler import PolicyBase, SchedulingPass
 __all__ = ["InferenceRouter"]
 
 
+# the tiered policy (interpreted: not hot in a replay of the default profile) subclasses it
+@mypyc_attr(allow_interpreted_subclasses=True)
 class InferenceRouter(PolicyBase):
     """Inference to ``tier``, the rest to ``plan`` (module docstring)."""
 

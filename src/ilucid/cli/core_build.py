@@ -16,7 +16,7 @@ _PROBE = "ilucid.core.scheduler"
 
 def compiled_modules(package: Path | None = None) -> list[str]:
     """The extension modules installed inside the package, as module names."""
-    root = package or Path(__file__).resolve().parent
+    root = package or Path(__file__).resolve().parents[1]
     found = set()
     for path in root.rglob("*.*"):
         # the most specific suffix first (.cpython-311-x86_64-linux-gnu.so before .so)
