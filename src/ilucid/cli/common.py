@@ -19,6 +19,8 @@ from rich.markup import escape
 from ilucid.core import PROFILES
 from ilucid.core.policies import is_known
 from ilucid.settings.profile_file import is_profile_file
+from ilucid.traces import Trace, trace_dir
+from ilucid.traces.named import SYNTHETIC, load_named
 
 __all__ = [
     "DEFAULT_DATA",
@@ -31,13 +33,16 @@ __all__ = [
     "add_commands",
     "add_service_options",
     "estimate_seconds",
+    "generated_note",
     "policy_list",
     "positive_float",
     "positive_int",
     "print_error",
     "printable",
+    "say_generated",
     "service_url",
     "stored_token",
+    "trace_or_generated",
 ]
 
 #: where ``ilucid serve`` listens, keeps its state, and where the client commands find it
@@ -169,6 +174,31 @@ def print_error(message: str) -> None:
         console.print(f"[bold red]ilucid: error:[/] {escape(printable(message))}")
     else:
         print(f"ilucid: error: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def generated_note(what: str) -> str:
+    """The one line a command prints when it runs on generated data for want of traces."""
+    return f"no traces found (set ILUCID_TRACE_DIR): using generated data: {what}"
+
+
+def say_generated(what: str) -> None:
+    """Print :func:`generated_note` (stdout, before the command's own lines)."""
+    print(printable(generated_note(what)), flush=True)
+
+
+def trace_or_generated(
+    given: str | None, default: str, *, limit: int | None = None, seed: int = 0
+) -> Trace:
+    """``--trace`` as given (a file, a name, or ``synthetic``); left out, ``default`` from
+    the trace folder, or, with no trace folder set, the synthetic trace, said on one line.
+
+    A name the user gave still fails without a trace folder: only the default falls back,
+    so no one mistakes generated data for the trace they named."""
+    if given is None and trace_dir() is None:
+        trace = load_named(SYNTHETIC, limit=limit, seed=seed)
+        say_generated(trace.source)
+        return trace
+    return load_named(given or default, limit=limit, seed=seed)
 
 
 def positive_int(text: str) -> int:

@@ -11,8 +11,10 @@ from ilucid.cli.common import (
     Command,
     add_commands,
     add_service_options,
+    positive_int,
     service_url,
     stored_token,
+    trace_or_generated,
 )
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table
@@ -21,7 +23,6 @@ from ilucid.estimators.features import walk_forward_rows
 from ilucid.estimators.forecast import LoadForecaster, load_series
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.estimators.profiles import load_labelled_profiles, load_lucid_profiles, profile_dir
-from ilucid.traces import load_trace
 
 __all__ = ["COMMANDS"]
 
@@ -37,7 +38,14 @@ def _add_train(train: argparse.ArgumentParser) -> None:
         help="duration: run times; packing: which jobs share a GPU well; forecast: load",
     )
     train.add_argument(
-        "--trace", help="trace to learn from (duration, forecast; default: none, packing)"
+        "--trace",
+        help="duration, forecast: the trace to learn from, a file, a name or 'synthetic'"
+        " (default: philly; with no trace folder set, generated data)",
+    )
+    train.add_argument(
+        "--limit",
+        type=positive_int,
+        help="learn from the first N jobs only (default: all; 5,000 for 'synthetic')",
     )
     train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
     train.add_argument("--profiles", type=Path, help="profile folder (default: ILUCID_PROFILE_DIR)")
@@ -55,7 +63,16 @@ def _add_explain(explain: argparse.ArgumentParser) -> None:
 
 
 def _add_evaluate(evaluate: argparse.ArgumentParser) -> None:
-    evaluate.add_argument("--trace", required=True, help="trace file or name to replay")
+    evaluate.add_argument(
+        "--trace",
+        help="the trace to replay, a file, a name or 'synthetic' (default: philly; with no"
+        " trace folder set, generated data)",
+    )
+    evaluate.add_argument(
+        "--limit",
+        type=positive_int,
+        help="the first N jobs only (default: all; 5,000 for 'synthetic')",
+    )
     evaluate.add_argument(
         "--estimators", default="user-median,ebm,lightgbm", help="comma-separated estimators"
     )
@@ -88,9 +105,7 @@ def _train(args: argparse.Namespace) -> int:
         print(analyzer.rules())
         print(f"wrote {args.out}")
         return 0
-    if not args.trace:
-        raise ValueError(f"model train {args.kind} needs --trace")
-    trace = load_trace(args.trace)
+    trace = trace_or_generated(args.trace, "philly", limit=args.limit)
     if args.kind == "duration":
         rows = list(walk_forward_rows(trace.jobs))
         estimator = make_duration_estimator(args.estimator)
@@ -131,7 +146,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace)
+    trace = trace_or_generated(args.trace, "philly", limit=args.limit)
     print(f"walk-forward on {trace.name}: weekly refits, last 25% of {len(trace.jobs):,} jobs")
     kinds = [k for k in args.estimators.split(",") if k]
     rows = []
@@ -189,7 +204,7 @@ VERBS: dict[str, Command] = {
         ),
         Command(
             "evaluate",
-            "walk-forward duration error on the last 25%% of a trace",
+            "walk-forward duration error on the last 25% of a trace",
             _add_evaluate,
             _evaluate,
         ),
