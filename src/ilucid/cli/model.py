@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ilucid.cli.common import (
     Command,
     add_commands,
     add_service_options,
     positive_int,
-    service_url,
-    stored_token,
+    printable,
+    service_client,
     trace_or_generated,
 )
 from ilucid.cli.progress import ProgressDisplay
@@ -170,16 +172,11 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _refit(args: argparse.Namespace) -> int:
     """Ask the service for a refit; it runs in the service's worker process, not here."""
-    import httpx
-
     from ilucid.service.client import call_service
 
-    token = stored_token(args)
     if args.wait < 0:
         raise ValueError(f"--wait must not be negative, not {args.wait}")
-    headers = {"Authorization": f"Bearer {token}"}
-    url = service_url(args)
-    with httpx.Client(base_url=url, headers=headers, timeout=args.wait + 30.0) as client:
+    with service_client(args, timeout=args.wait + 30.0) as client:
         result = call_service(client, "POST", "/model/refit", params={"wait": args.wait})
     if result["status"] == "done":
         print(f"duration model v{result['version']} is live")
@@ -187,6 +184,53 @@ def _refit(args: argparse.Namespace) -> int:
         raise ValueError(f"refit to v{result['version']} failed: {result.get('error', '')}")
     else:
         print(f"refit to v{result['version']} {result['status']} (see GET /model)")
+    return 0
+
+
+def _add_show(show: argparse.ArgumentParser) -> None:
+    add_service_options(show)
+
+
+def model_lines(status: dict[str, Any]) -> list[str]:
+    """``GET /model`` as sentences: which version serves, what it was fitted on, and when
+    the next refit comes."""
+    version = status.get("version") or 0
+    finished = status.get("finished_jobs") or 0
+    needed = status.get("min_jobs") or 0
+    if version:
+        stamp = status.get("trained_at")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+        rows = status.get("trained_rows")
+        fitted = f"fitted {when} on {rows:,} finished jobs" if rows else f"fitted {when}"
+        head = f"{status.get('kind', 'duration')} model v{version}: {fitted}"
+    else:
+        head = (
+            f"{status.get('kind', 'duration')} model: none fitted yet ({finished:,} of the"
+            f" {needed:,} finished jobs the first fit needs); estimates come from each"
+            " user's history until then"
+        )
+    every = status.get("refit_every") or 0
+    interval = status.get("refit_interval_s") or 0.0
+    cadence = [f"every {every:,} finished jobs"] if every else []
+    if interval:
+        cadence.append(f"every {interval:,.0f} s")
+    lines = [head, f"finished jobs seen: {finished:,}"]
+    lines.append(f"refits: {' or '.join(cadence) if cadence else 'only when asked'}")
+    if status.get("refitting"):
+        lines.append(f"refitting now, to v{status.get('refit_version')}")
+    if status.get("last_error"):
+        lines.append(f"last refit failed: {status['last_error']}")
+    return lines
+
+
+def _show(args: argparse.Namespace) -> int:
+    """The served duration model, from ``GET /model``."""
+    from ilucid.service.client import call_service
+
+    with service_client(args) as client:
+        status = call_service(client, "GET", "/model")
+    for line in model_lines(status):
+        print(printable(line))
     return 0
 
 
@@ -207,6 +251,12 @@ VERBS: dict[str, Command] = {
             "walk-forward duration error on the last 25% of a trace",
             _add_evaluate,
             _evaluate,
+        ),
+        Command(
+            "show",
+            "the running service's duration model: version, what it was fitted on, refits",
+            _add_show,
+            _show,
         ),
         Command(
             "refit",
