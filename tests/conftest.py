@@ -21,3 +21,15 @@ def job_scratch() -> Iterator[Path]:
     folder.chmod(0o777)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def own_config_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test's own empty ``$XDG_CONFIG_HOME``: the services tests start write their
+    client settings there (``ilucid serve`` writes ``ilucid/client.toml``), never into
+    the home of whoever runs the tests, and no test reads another's."""
+    folder = tmp_path_factory.mktemp("config-home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    return folder

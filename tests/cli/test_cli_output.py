@@ -92,16 +92,22 @@ def test_progress_off_a_terminal_is_a_line_a_quarter(capsys: pytest.CaptureFixtu
     assert 3 <= len(err) <= 5  # about one a quarter, never one an update
 
 
-def test_policies_lists_every_profile_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_policies_lists_every_profile_in_one_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """One row a profile; a long summary wraps onto indented lines (100 columns)."""
     assert main(["policies"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = lines[2 : lines.index("")]
+    rows: list[str] = []
+    for line in lines[2 : lines.index("")]:
+        if line.startswith(" "):  # the summary going on under its column
+            rows[-1] += " " + line.strip()
+        else:
+            rows.append(line)
     assert len(rows) == len(PROFILES)
     names = [row.split()[0] for row in rows]
     expected = ["static-partition:N" if n == "static-partition" else n for n in PROFILES]
     assert names == expected
     for row, profile in zip(rows, PROFILES.values(), strict=True):
-        assert row.endswith(profile.summary)
+        assert " ".join(row.split()).endswith(" ".join(profile.summary.split()))
     assert "(default)" in next(r for r in rows if r.startswith("ilucid "))
 
 

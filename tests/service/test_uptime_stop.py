@@ -103,7 +103,8 @@ url = f"sqlite:///{data / 'ilucid.db'}"
 migrate(url)
 service = SlowToStop(make_engine(url), LocalBackend(data, GpuInventory(1, "virtual", 0, "v")))
 args = argparse.Namespace(
-    data_dir=data, interval=0.05, host="127.0.0.1", port=int(sys.argv[2]), metrics_public=False
+    data_dir=data, interval=0.05, host="127.0.0.1", port=int(sys.argv[2]), metrics_public=False,
+    user_config=False
 )
 configure_logging("info", "text")  # as serve does: it announces "API on ..." as a report
 _serve_until_stopped(args, service, None)

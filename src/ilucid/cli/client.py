@@ -2,9 +2,11 @@
 ``nodes``, ``explain``, ``cancel``, ``logs`` and ``whatif``.
 
 They read the service address from ``--url``, else ``ILUCID_URL``, else the URL
-``ilucid serve`` wrote into its data directory (``--data-dir``, .ilucid), else
+``ilucid serve`` wrote into its data directory (``--data-dir``, .ilucid), else this
+user's client settings (``$XDG_CONFIG_HOME/ilucid/client.toml``), else
 http://127.0.0.1:8787; the token from ``--token`` or ``ILUCID_TOKEN``, else, on
-the service's own host, the admin token ``ilucid serve`` wrote there.
+the service's own host, the admin token ``ilucid serve`` wrote there, else the one
+the client settings name.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from ilucid.cli.common import (
     estimate_seconds,
     policy_list,
     printable,
-    service_url,
-    stored_token,
+    service_client,
 )
 from ilucid.cli.progress_cell import progress_cell
 from ilucid.cli.tables import print_table, summary_rows
@@ -50,16 +51,6 @@ def call_service(client: httpx.Client, method: str, path: str, **kw: Any) -> Any
     return call(client, method, path, **kw)
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
-    import httpx
-
-    return httpx.Client(
-        base_url=service_url(args),
-        headers={"Authorization": f"Bearer {stored_token(args)}"},
-        timeout=30.0,
-    )
-
-
 def _command(
     name: str,
     help_text: str,
@@ -75,7 +66,7 @@ def _command(
         add_service_options(parser)
 
     def run(args: argparse.Namespace) -> int:
-        with _client(args) as client:
+        with service_client(args) as client:
             return action(client, args)
 
     return Command(name, help_text, add, run)
@@ -228,10 +219,29 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
     return 0
 
 
+#: a reason longer than this is cut (``ilucid explain JOB`` has the whole story)
+REASON_CHARS = 70
+
+
+def _short_reason(reason: str | None) -> str:
+    """The service's reason for one queued job, without the position it repeats
+    (``pending (position 2 in ilucid order): ``), cut to :data:`REASON_CHARS`; the
+    service explains only the queue's head (``-`` beyond it)."""
+    if not reason:
+        return "-"
+    text = reason
+    if text.startswith("pending (") and "): " in text:
+        text = text.split("): ", 1)[1]
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3].rstrip() + "..."
+
+
 def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/queue")
-    cells = [(r["position"], r["id"], _when(r["expected_start"])) for r in rows]
-    print_table(("POS", "ID", "EXPECTED START"), cells, align="lll")
+    cells = [
+        (r["position"], r["id"], _when(r["expected_start"]), _short_reason(r.get("reason")))
+        for r in rows
+    ]
+    print_table(("POS", "ID", "EXPECTED START", "WHY IT WAITS"), cells, align="llll")
     return 0
 
 
@@ -397,5 +407,10 @@ COMMANDS = (
     _command("explain", "why a job waits, runs or was preempted", _explain, _add_job),
     _command("cancel", "cancel a job", _cancel, _add_job),
     _command("logs", "a job's output", _logs, _add_logs),
-    _command("whatif", "replay the recorded history under another policy", _whatif, _add_whatif),
+    _command(
+        "whatif",
+        "replay the recorded history under another policy (admin)",
+        _whatif,
+        _add_whatif,
+    ),
 )

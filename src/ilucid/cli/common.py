@@ -11,14 +11,20 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from ilucid.cli.user_config import read_user_config, user_config_path
 from ilucid.core import PROFILES
 from ilucid.core.policies import is_known
 from ilucid.settings.profile_file import is_profile_file
+from ilucid.traces import Trace, trace_dir
+from ilucid.traces.named import SYNTHETIC, load_named
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DEFAULT_DATA",
@@ -31,13 +37,18 @@ __all__ = [
     "add_commands",
     "add_service_options",
     "estimate_seconds",
+    "generated_note",
     "policy_list",
     "positive_float",
     "positive_int",
     "print_error",
     "printable",
+    "say_generated",
+    "service_address",
+    "service_client",
     "service_url",
     "stored_token",
+    "trace_or_generated",
 ]
 
 #: where ``ilucid serve`` listens, keeps its state, and where the client commands find it
@@ -46,6 +57,8 @@ DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_DATA = Path(".ilucid")
 #: the file in the data directory where ``ilucid serve`` writes the URL it listens on
 URL_FILE = "url"
+#: this user's client settings as help texts name them (:mod:`ilucid.cli.user_config`)
+USER_CONFIG_SHOWN = "$XDG_CONFIG_HOME/ilucid/client.toml (default: ~/.config/ilucid/)"
 
 
 class CliError(Exception):
@@ -110,12 +123,13 @@ def add_service_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--url",
         help="the service's address (default: ILUCID_URL, else the URL `ilucid serve` wrote"
-        f" into --data-dir, else {DEFAULT_URL})",
+        f" into --data-dir, else the one in {USER_CONFIG_SHOWN}, else {DEFAULT_URL})",
     )
     group.add_argument(
         "--token",
         default=os.environ.get("ILUCID_TOKEN"),
-        help="API token (default: ILUCID_TOKEN, else the admin token in --data-dir)",
+        help="API token (default: ILUCID_TOKEN, else the admin token in --data-dir, else"
+        f" the token {USER_CONFIG_SHOWN} names)",
     )
     group.add_argument(
         "--data-dir",
@@ -126,19 +140,64 @@ def add_service_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def service_url(args: argparse.Namespace) -> str:
-    """``--url``, else ``ILUCID_URL``, else the URL ``ilucid serve`` wrote into
-    ``--data-dir`` (so ``serve --port 8799`` is found), else :data:`DEFAULT_URL`."""
+def service_address(args: argparse.Namespace) -> tuple[str, str]:
+    """The service's URL and where it came from: ``--url``, else ``ILUCID_URL``, else the
+    URL ``ilucid serve`` wrote into ``--data-dir`` (so ``serve --port 8799`` is found),
+    else this user's client settings (:mod:`ilucid.cli.user_config`), else
+    :data:`DEFAULT_URL`."""
     if args.url:
-        return str(args.url)
+        return str(args.url), "--url"
     if os.environ.get("ILUCID_URL"):
-        return os.environ["ILUCID_URL"]
+        return os.environ["ILUCID_URL"], "ILUCID_URL"
     written = args.data_dir / URL_FILE
     try:
         url = written.read_text(encoding="utf-8").strip()
     except OSError:  # no service started here (or not readable by this user)
-        return DEFAULT_URL
-    return url or DEFAULT_URL
+        url = ""
+    if url:
+        return url, str(written.absolute())
+    configured = read_user_config().get("url", "").strip()
+    if configured:
+        return configured, str(user_config_path())
+    return DEFAULT_URL, "the default"
+
+
+def service_url(args: argparse.Namespace) -> str:
+    """:func:`service_address`'s URL."""
+    return service_address(args)[0]
+
+
+def _where_to_look(args: argparse.Namespace) -> str:
+    """How to point a client command at the service, naming each way."""
+    return (
+        "give --url or set ILUCID_URL, and --token or ILUCID_TOKEN; or --data-dir DIR,"
+        f" the folder `ilucid serve` keeps its state in (here: {args.data_dir.absolute()});"
+        f" or start `ilucid serve` as this user once: it writes {user_config_path()}"
+    )
+
+
+def service_client(args: argparse.Namespace, timeout: float = 30.0) -> httpx.Client:
+    """A connection to the service with the token; a failure to reach it says which URL
+    was tried, where that URL came from, and how to point the command elsewhere."""
+    import httpx
+
+    url, origin = service_address(args)
+    token = stored_token(args)
+    hint = f"the URL came from {origin}; {_where_to_look(args)}"
+
+    class Explained(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                return super().handle_request(request)
+            except httpx.TransportError as exc:
+                raise type(exc)(f"{exc} ({hint})", request=request) from exc
+
+    return httpx.Client(
+        base_url=url,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=timeout,
+        transport=Explained(),
+    )
 
 
 #: what a terminal would act on rather than show: C0 and C1 control characters (ESC
@@ -169,6 +228,31 @@ def print_error(message: str) -> None:
         console.print(f"[bold red]ilucid: error:[/] {escape(printable(message))}")
     else:
         print(f"ilucid: error: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def generated_note(what: str) -> str:
+    """The one line a command prints when it runs on generated data for want of traces."""
+    return f"no traces found (set ILUCID_TRACE_DIR): using generated data: {what}"
+
+
+def say_generated(what: str) -> None:
+    """Print :func:`generated_note` (stdout, before the command's own lines)."""
+    print(printable(generated_note(what)), flush=True)
+
+
+def trace_or_generated(
+    given: str | None, default: str, *, limit: int | None = None, seed: int = 0
+) -> Trace:
+    """``--trace`` as given (a file, a name, or ``synthetic``); left out, ``default`` from
+    the trace folder, or, with no trace folder set, the synthetic trace, said on one line.
+
+    A name the user gave still fails without a trace folder: only the default falls back,
+    so no one mistakes generated data for the trace they named."""
+    if given is None and trace_dir() is None:
+        trace = load_named(SYNTHETIC, limit=limit, seed=seed)
+        say_generated(trace.source)
+        return trace
+    return load_named(given or default, limit=limit, seed=seed)
 
 
 def positive_int(text: str) -> int:
@@ -221,14 +305,42 @@ def policy_list(text: str) -> list[str]:
     return names
 
 
+def _read_token(path: Path, tried: list[str]) -> str:
+    """The token in ``path``, or "" with why not added to ``tried``."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        tried.append(f"{path} (no such file)")
+        return ""
+    except OSError as exc:
+        tried.append(f"{path} ({exc.strerror})")
+        return ""
+    if not token:
+        tried.append(f"{path} (empty)")
+    return token
+
+
 def stored_token(args: argparse.Namespace) -> str:
     """``--token`` (or ILUCID_TOKEN), else the admin token ``ilucid serve`` wrote into
-    ``--data-dir`` on this host."""
+    ``--data-dir`` on this host, else this user's client settings (its ``token``, else
+    the file its ``token_file`` names). None found: an error naming each place tried."""
     token: str | None = args.token
-    if not token:
-        stored = args.data_dir / "admin.token"
-        if stored.exists():
-            token = stored.read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError("no token: pass --token or set ILUCID_TOKEN")
-    return token
+    if token:
+        return token
+    tried = ["--token", "ILUCID_TOKEN"]
+    token = _read_token((args.data_dir / "admin.token").absolute(), tried)
+    if token:
+        return token
+    config = user_config_path()
+    settings = read_user_config(config)
+    if settings.get("token", "").strip():
+        return settings["token"].strip()
+    if settings.get("token_file"):
+        token = _read_token(Path(settings["token_file"]), tried)
+        if token:
+            return token
+    elif not config.exists():
+        tried.append(f"{config} (no such file)")
+    else:
+        tried.append(f"{config} (names no token nor token_file)")
+    raise ValueError(f"no token: tried {', '.join(tried)}; {_where_to_look(args)}")

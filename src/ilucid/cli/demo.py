@@ -10,6 +10,7 @@ from pathlib import Path
 from ilucid.cli.common import Command, positive_int
 from ilucid.cli.simulate import simulate_trace
 from ilucid.cli.tables import print_table
+from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.traces import KNOWN_TRACES, load_trace, synthetic_trace, trace_dir
 
 __all__ = ["COMMANDS", "live_demo"]
@@ -75,8 +76,11 @@ def live_demo(data_dir: Path | None = None) -> int:
     migrate(url)
     engine = make_engine(url)
     backend = LocalBackend(folder, GpuInventory(2, "virtual", 0.0, "virtual"), grace_s=5.0)
-    service = SchedulerService(engine, backend, policy="tiered")
-    print(f"\nlive demo: the service on 2 virtual GPUs, state in {url}")
+    service = SchedulerService(engine, backend, policy=DEFAULT_PROFILE)
+    print(
+        f"\nlive demo: the service on 2 virtual GPUs under the default profile"
+        f" ({DEFAULT_PROFILE}), state in {url}"
+    )
     trap = "trap 'echo checkpoint and stop; exit 143' TERM; sleep 4 & wait; echo trained"
     train = service.submit(JobRequest(["sh", "-c", trap], gpus=2, estimate_s=600, user="ana"))
     service.reconcile()

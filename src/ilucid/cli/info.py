@@ -13,7 +13,10 @@ from ilucid.core.policies import DEFAULT_PROFILE, PROFILES
 from ilucid.traces import KNOWN_INFERENCE, KNOWN_TRACES, trace_dir
 from ilucid.traces.sources import expected_files, source_of
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "WIDTH"]
+
+#: ``ilucid policies`` fits this many columns: its descriptions wrap
+WIDTH = 100
 
 
 def _policies(args: argparse.Namespace) -> int:
@@ -36,19 +39,20 @@ def _policies(args: argparse.Namespace) -> int:
         if name == DEFAULT_PROFILE:
             shown += " (default)"
         rows.append((shown, where, ", ".join(wants) or "-", profile.summary))
-    print_table(("POLICY", "RUNS IN", "NEEDS", "WHAT IT DOES"), rows, align="llll")
+    print_table(("POLICY", "RUNS IN", "NEEDS", "WHAT IT DOES"), rows, align="llll", max_width=WIDTH)
     print()
     made_of = [
         (name, ", ".join(f"{r.name} ({r.point.value})" for r in p.plugins))
         for name, p in PROFILES.items()
     ]
-    print_table(("POLICY", "MADE OF (PLUGIN, PHASE)"), made_of, align="ll")
+    print_table(("POLICY", "MADE OF (PLUGIN, PHASE)"), made_of, align="ll", max_width=WIDTH)
     print()
     plugins = sorted(registered().values(), key=lambda s: (PHASE_ORDER.index(s.phase), s.name))
     print_table(
         ("PLUGIN", "PHASE", "ARGUMENTS (DEFAULT)", "WHAT IT DOES"),
         [(s.name, s.phase.value, _arguments(s), s.summary) for s in plugins],
         align="llll",
+        max_width=WIDTH,
     )
     return 0
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ilucid.cli.common import (
     Command,
     add_commands,
     add_service_options,
-    service_url,
-    stored_token,
+    positive_int,
+    printable,
+    service_client,
+    trace_or_generated,
 )
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table
@@ -21,7 +25,6 @@ from ilucid.estimators.features import walk_forward_rows
 from ilucid.estimators.forecast import LoadForecaster, load_series
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.estimators.profiles import load_labelled_profiles, load_lucid_profiles, profile_dir
-from ilucid.traces import load_trace
 
 __all__ = ["COMMANDS"]
 
@@ -37,7 +40,14 @@ def _add_train(train: argparse.ArgumentParser) -> None:
         help="duration: run times; packing: which jobs share a GPU well; forecast: load",
     )
     train.add_argument(
-        "--trace", help="trace to learn from (duration, forecast; default: none, packing)"
+        "--trace",
+        help="duration, forecast: the trace to learn from, a file, a name or 'synthetic'"
+        " (default: philly; with no trace folder set, generated data)",
+    )
+    train.add_argument(
+        "--limit",
+        type=positive_int,
+        help="learn from the first N jobs only (default: all; 5,000 for 'synthetic')",
     )
     train.add_argument("--estimator", default="ebm", help="ebm, user-median or lightgbm")
     train.add_argument("--profiles", type=Path, help="profile folder (default: ILUCID_PROFILE_DIR)")
@@ -55,7 +65,16 @@ def _add_explain(explain: argparse.ArgumentParser) -> None:
 
 
 def _add_evaluate(evaluate: argparse.ArgumentParser) -> None:
-    evaluate.add_argument("--trace", required=True, help="trace file or name to replay")
+    evaluate.add_argument(
+        "--trace",
+        help="the trace to replay, a file, a name or 'synthetic' (default: philly; with no"
+        " trace folder set, generated data)",
+    )
+    evaluate.add_argument(
+        "--limit",
+        type=positive_int,
+        help="the first N jobs only (default: all; 5,000 for 'synthetic')",
+    )
     evaluate.add_argument(
         "--estimators", default="user-median,ebm,lightgbm", help="comma-separated estimators"
     )
@@ -88,9 +107,7 @@ def _train(args: argparse.Namespace) -> int:
         print(analyzer.rules())
         print(f"wrote {args.out}")
         return 0
-    if not args.trace:
-        raise ValueError(f"model train {args.kind} needs --trace")
-    trace = load_trace(args.trace)
+    trace = trace_or_generated(args.trace, "philly", limit=args.limit)
     if args.kind == "duration":
         rows = list(walk_forward_rows(trace.jobs))
         estimator = make_duration_estimator(args.estimator)
@@ -131,7 +148,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace)
+    trace = trace_or_generated(args.trace, "philly", limit=args.limit)
     print(f"walk-forward on {trace.name}: weekly refits, last 25% of {len(trace.jobs):,} jobs")
     kinds = [k for k in args.estimators.split(",") if k]
     rows = []
@@ -155,16 +172,11 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _refit(args: argparse.Namespace) -> int:
     """Ask the service for a refit; it runs in the service's worker process, not here."""
-    import httpx
-
     from ilucid.service.client import call_service
 
-    token = stored_token(args)
     if args.wait < 0:
         raise ValueError(f"--wait must not be negative, not {args.wait}")
-    headers = {"Authorization": f"Bearer {token}"}
-    url = service_url(args)
-    with httpx.Client(base_url=url, headers=headers, timeout=args.wait + 30.0) as client:
+    with service_client(args, timeout=args.wait + 30.0) as client:
         result = call_service(client, "POST", "/model/refit", params={"wait": args.wait})
     if result["status"] == "done":
         print(f"duration model v{result['version']} is live")
@@ -172,6 +184,53 @@ def _refit(args: argparse.Namespace) -> int:
         raise ValueError(f"refit to v{result['version']} failed: {result.get('error', '')}")
     else:
         print(f"refit to v{result['version']} {result['status']} (see GET /model)")
+    return 0
+
+
+def _add_show(show: argparse.ArgumentParser) -> None:
+    add_service_options(show)
+
+
+def model_lines(status: dict[str, Any]) -> list[str]:
+    """``GET /model`` as sentences: which version serves, what it was fitted on, and when
+    the next refit comes."""
+    version = status.get("version") or 0
+    finished = status.get("finished_jobs") or 0
+    needed = status.get("min_jobs") or 0
+    if version:
+        stamp = status.get("trained_at")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+        rows = status.get("trained_rows")
+        fitted = f"fitted {when} on {rows:,} finished jobs" if rows else f"fitted {when}"
+        head = f"{status.get('kind', 'duration')} model v{version}: {fitted}"
+    else:
+        head = (
+            f"{status.get('kind', 'duration')} model: none fitted yet ({finished:,} of the"
+            f" {needed:,} finished jobs the first fit needs); estimates come from each"
+            " user's history until then"
+        )
+    every = status.get("refit_every") or 0
+    interval = status.get("refit_interval_s") or 0.0
+    cadence = [f"every {every:,} finished jobs"] if every else []
+    if interval:
+        cadence.append(f"every {interval:,.0f} s")
+    lines = [head, f"finished jobs seen: {finished:,}"]
+    lines.append(f"refits: {' or '.join(cadence) if cadence else 'only when asked'}")
+    if status.get("refitting"):
+        lines.append(f"refitting now, to v{status.get('refit_version')}")
+    if status.get("last_error"):
+        lines.append(f"last refit failed: {status['last_error']}")
+    return lines
+
+
+def _show(args: argparse.Namespace) -> int:
+    """The served duration model, from ``GET /model``."""
+    from ilucid.service.client import call_service
+
+    with service_client(args) as client:
+        status = call_service(client, "GET", "/model")
+    for line in model_lines(status):
+        print(printable(line))
     return 0
 
 
@@ -189,9 +248,15 @@ VERBS: dict[str, Command] = {
         ),
         Command(
             "evaluate",
-            "walk-forward duration error on the last 25%% of a trace",
+            "walk-forward duration error on the last 25% of a trace",
             _add_evaluate,
             _evaluate,
+        ),
+        Command(
+            "show",
+            "the running service's duration model: version, what it was fitted on, refits",
+            _add_show,
+            _show,
         ),
         Command(
             "refit",

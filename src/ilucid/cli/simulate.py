@@ -37,10 +37,9 @@ from ilucid.traces import (
     KNOWN_TRACES,
     Trace,
     cluster_for_load,
-    load_trace,
-    synthetic_trace,
 )
 from ilucid.traces.csv_cells import formula_safe
+from ilucid.traces.named import load_named
 
 __all__ = ["COMMANDS", "simulate_trace"]
 
@@ -171,9 +170,7 @@ def _add_knowledge_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Trace:
-    if args.trace == "synthetic":
-        return synthetic_trace(jobs=args.limit or 5000, seed=args.seed)
-    return load_trace(args.trace, limit=args.limit)
+    return load_named(args.trace, limit=args.limit, seed=args.seed)
 
 
 def _cluster(trace: Trace, args: argparse.Namespace) -> tuple[Cluster, str]:

@@ -102,13 +102,16 @@ def render_table(
     *,
     align: str | None = None,
     title: str | None = None,
+    max_width: int | None = None,
 ) -> str:
-    """The table as plain text at its natural width (no colour, no trailing spaces)."""
+    """The table as plain text at its natural width, or at most ``max_width`` columns
+    (long cells wrap onto more lines); no colour, no trailing spaces."""
     table = make_table(header, rows, align=align, title=title)
     table.box = _PLAIN_HEAD
-    console = Console(
-        file=io.StringIO(), width=_natural_width(table), color_system=None, highlight=False
-    )
+    width = _natural_width(table)
+    if max_width is not None:
+        width = min(width, max_width)
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
     with console.capture() as captured:
         console.print(table)
     return "\n".join(line.rstrip() for line in captured.get().splitlines())
@@ -120,12 +123,17 @@ def print_table(
     *,
     align: str | None = None,
     title: str | None = None,
+    max_width: int | None = None,
 ) -> None:
-    """Print the table: styled in the terminal's width, else as :func:`render_table`."""
+    """Print the table: styled in the terminal's width (or ``max_width``, if narrower),
+    else as :func:`render_table`."""
     console = Console(highlight=False)
     if not console.is_terminal:
-        print(render_table(header, rows, align=align, title=title), flush=True)
+        text = render_table(header, rows, align=align, title=title, max_width=max_width)
+        print(text, flush=True)
         return
+    if max_width is not None and console.width > max_width:
+        console = Console(highlight=False, width=max_width)
     console.print(make_table(header, rows, align=align, title=title))
 
 

@@ -60,5 +60,6 @@ def own_job(session: Session, job_id: str, who: Identity) -> JobRow:
     """The job if ``who`` may see it; 404 otherwise (another user's job is not revealed)."""
     row = session.get(JobRow, job_id)
     if row is None or (not who.admin and row.user != who.user):
-        raise HTTPException(404, f"no job {job_id} of yours")
+        # an admin sees every job: "of yours" would suggest someone else's might exist
+        raise HTTPException(404, f"no job {job_id}" if who.admin else f"no job {job_id} of yours")
     return row

@@ -89,10 +89,10 @@ def _check_shape(request: JobRequest, sizes: list[int]) -> None:
             )
     if request.gpus > sum(sizes):
         raise ServiceError(
-            f"gpus must be between 0 and {sum(sizes)} (the GPUs here that fit the request)"
+            f"gpus: must be between 0 and {sum(sizes)} (the GPUs here that fit the request)"
         )
     if not 0 < request.gpu_milli <= 1000:
-        raise ServiceError(f"gpu_milli must be in 1..1000 (got {request.gpu_milli})")
+        raise ServiceError(f"gpu_milli: must be in 1..1000 (got {request.gpu_milli})")
     if request.gpu_milli < 1000 and request.gpus != 1:
         raise ServiceError(
             f"gpu_milli: a share of one GPU needs gpus = 1 (got gpus = {request.gpus})"
@@ -123,7 +123,7 @@ def check_request(request: JobRequest, cluster: Cluster) -> None:
     _check_command(request)
     if request.gpus < 0 or request.gpus > cluster.total_gpus:
         raise ServiceError(
-            f"gpus must be between 0 and {cluster.total_gpus} (this cluster's total)"
+            f"gpus: must be between 0 and {cluster.total_gpus} (this cluster's total)"
         )
     sizes = _check_types(request, cluster)
     _check_shape(request, sizes)

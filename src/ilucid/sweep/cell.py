@@ -33,10 +33,9 @@ from ilucid.traces import (
     Trace,
     cluster_for_load,
     load_inference,
-    load_trace,
     overlay_inference,
-    synthetic_trace,
 )
+from ilucid.traces.named import load_named
 
 __all__ = ["CellFailed", "cell_jobs", "resolve_profile", "run_cell"]
 
@@ -68,9 +67,7 @@ def resolve_profile(name: str) -> str:
 @functools.lru_cache(maxsize=4)
 def _trace(name: str, limit: int | None) -> Trace:
     """A worker reads each trace once, however many of its cells it runs."""
-    if name == "synthetic":
-        return synthetic_trace(jobs=limit or 5000, seed=0)
-    return load_trace(name, limit=limit)
+    return load_named(name, limit=limit)
 
 
 @functools.lru_cache(maxsize=2)

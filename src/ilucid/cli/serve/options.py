@@ -72,6 +72,14 @@ def _add_where_options(group: argparse._ArgumentGroup) -> None:
         f" --data-dir/{URL_FILE}, where the client commands find it",
     )
     group.add_argument(
+        "--no-user-config",
+        dest="user_config",
+        action="store_false",
+        help="do not write the URL and the admin token's file into this user's"
+        " $XDG_CONFIG_HOME/ilucid/client.toml (default: write them, so the client"
+        " commands find this service from any directory)",
+    )
+    group.add_argument(
         "--metrics-public",
         action="store_true",
         help="serve /metrics without a token, for a scraper on a trusted network"

@@ -23,6 +23,7 @@ from ilucid.cli.common import URL_FILE, CliError
 from ilucid.cli.serve.host import db_url, migrate_or_refuse, private_data_dir
 from ilucid.cli.serve.log_setup import configure_from
 from ilucid.cli.serve.options import DEFAULT_VIRTUAL_GPUS
+from ilucid.cli.user_config import user_config_path, write_user_config
 from ilucid.core import Profile
 from ilucid.core.policies import live_profiles, register_profile
 from ilucid.service.job_accounts import parse_uid_range
@@ -282,11 +283,28 @@ def _client_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
+def _write_user_config(url: str, token_file: Path) -> None:
+    """This user's client settings name this service, so the client commands find it
+    from any directory; never the token itself, never into another user's home."""
+    try:
+        written = write_user_config(url, token_file)
+    except (OSError, ValueError) as exc:  # a read-only home, a hand-broken file
+        logger.warning("client settings not written: %s", exc)
+        return
+    if written is None:
+        logger.warning(
+            "client settings not written: %s belongs to another user", user_config_path().parent
+        )
+    else:
+        logger.info("client settings: %s names %s and its admin token's file", written, url)
+
+
 def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> None:
     """The reconcile loop in a thread, the API in this one, until SIGINT or SIGTERM.
 
-    Once it listens, the URL goes to ``--data-dir/url`` (where client commands find
-    it) and the dashboard's address is printed (never the token itself)."""
+    Once it listens, the URL goes to ``--data-dir/url`` and this user's client settings
+    (where client commands find it) and the dashboard's address is printed (never the
+    token itself)."""
     import uvicorn
 
     from ilucid.service.api import build_app
@@ -297,6 +315,8 @@ def _serve_until_stopped(args: argparse.Namespace, service: Any, gate: Any) -> N
         url = _client_url(args.host, port)
         with contextlib.suppress(OSError):  # a read-only data directory: no URL file
             (args.data_dir / URL_FILE).write_text(url + "\n", encoding="utf-8")
+        if args.user_config:
+            _write_user_config(url, token_file)
         logger.info(
             "API on %s; dashboard: %s/ (sign in with the admin token in %s, or open"
             " %s/#token=$(cat %s))",

@@ -10,12 +10,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ilucid.cli.common import Command
+from ilucid.cli.common import Command, say_generated
 from ilucid.cli.progress import ProgressDisplay
 from ilucid.cli.tables import print_table
 from ilucid.core.fractional import POLICIES
 from ilucid.sim.forked import forked_map
 from ilucid.studies.fragmentation import PackingOutcome, inflate, never_fits
+from ilucid.studies.generated import write_generated_share
 from ilucid.traces import TraceError, trace_dir
 from ilucid.traces.formats import load_alibaba_share
 
@@ -50,7 +51,11 @@ def _variant_files(args: argparse.Namespace) -> tuple[list[tuple[str, Path]], Pa
         return [(args.pods.stem, args.pods)], args.nodes
     directory = trace_dir()
     if directory is None:
-        raise ValueError("set ILUCID_TRACE_DIR to the public traces, or give --pods and --nodes")
+        if args.nodes is not None:
+            raise ValueError("--nodes needs --pods (or ILUCID_TRACE_DIR for --variants)")
+        pods, nodes, how = write_generated_share(args.out / "generated")
+        say_generated(how)
+        return [("generated", pods)], nodes
     folder = directory / ALIBABA_DIR
     if args.variants == "all":
         files = sorted(folder.glob("openb_pod_list_*.csv"))
@@ -144,6 +149,7 @@ COMMANDS = (
         "pack Alibaba v2023 pods until full: best-fit vs worst-fit vs fragmentation-aware",
         _add_arguments,
         _fragmentation,
-        description="See docs/fragmentation.md. Needs ILUCID_TRACE_DIR (or --pods/--nodes).",
+        description="See docs/fragmentation.md. Reads the Alibaba v2023 pod lists in"
+        " ILUCID_TRACE_DIR (or --pods/--nodes); with neither, generated pods and nodes.",
     ),
 )

@@ -7,15 +7,16 @@ import json
 import math
 from pathlib import Path
 
-from ilucid.cli.common import Command
+from ilucid.cli.common import Command, trace_or_generated
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.core.type_speeds import TYPE_RULES
 from ilucid.estimators.profiles import profile_dir
 from ilucid.studies.gavel_world import GavelWorld
+from ilucid.studies.generated import generated_type_world
 from ilucid.studies.hetero import LABELS, mixed_type_cluster, run_hetero
-from ilucid.traces import cluster_for_load, load_trace
+from ilucid.traces import cluster_for_load
 
 __all__ = ["COMMANDS"]
 
@@ -31,7 +32,11 @@ def _rules(text: str) -> list[str]:
 
 
 def _add_arguments(hetero: argparse.ArgumentParser) -> None:
-    hetero.add_argument("--trace", default="itp-04", help="trace file or name")
+    hetero.add_argument(
+        "--trace",
+        help="a trace file, name or 'synthetic' (default: itp-04; with no trace folder set,"
+        " generated data)",
+    )
     hetero.add_argument(
         "--types", default="V100,P100,K80", help="GPU types of the nodes, round-robin"
     )
@@ -64,23 +69,31 @@ _COLUMNS = (
 )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _world(types: list[str]) -> tuple[GavelWorld, str]:
+    """Gavel's measured speeds from the profile folder; without one, generated speeds
+    for ``types`` (said on one line)."""
     profiles = profile_dir()
     if profiles is None:
-        raise ValueError(
-            "set ILUCID_PROFILE_DIR to the folder of workload profiles (gavel/, lucid/),"
-            " or keep it as 'profiles' beside ILUCID_TRACE_DIR's folder"
+        world, how = generated_type_world(types)
+        print(
+            f"no workload profiles found (set ILUCID_PROFILE_DIR): using generated data: {how}",
+            flush=True,
         )
-    world = GavelWorld.from_directory(profiles)
-    trace = load_trace(args.trace, limit=args.limit)
-    sized = cluster_for_load(trace.jobs, args.load)
+        return world, "generated speeds"
+    return GavelWorld.from_directory(profiles), "speeds from Gavel's measured throughputs"
+
+
+def _run(args: argparse.Namespace) -> int:
     types = [t.strip() for t in args.types.split(",") if t.strip()]
+    world, speeds = _world(types)
+    trace = trace_or_generated(args.trace, "itp-04", limit=args.limit)
+    sized = cluster_for_load(trace.jobs, args.load)
     cluster = mixed_type_cluster(len(sized), types)
     refused = never_placeable(trace.jobs, cluster)  # once: it looks at every job
     jobs = [j for j in trace.jobs if j.id not in refused]
     print(
-        f"hetero: {args.trace} ({len(jobs):,} jobs) on {len(cluster)} nodes x 8 GPUs of"
-        f" {', '.join(types)} (round-robin); speeds from Gavel's measured throughputs;"
+        f"hetero: {trace.name} ({len(jobs):,} jobs) on {len(cluster)} nodes x 8 GPUs of"
+        f" {', '.join(types)} (round-robin); {speeds};"
         f" policy {args.policy}"
     )
     runs = run_hetero(jobs, cluster, world, args.policy, rules=args.rules)

@@ -7,12 +7,12 @@ import json
 import math
 from pathlib import Path
 
-from ilucid.cli.common import Command
+from ilucid.cli.common import Command, trace_or_generated
 from ilucid.cli.tables import format_cell, print_table
 from ilucid.core import PoolSpec, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.studies.hybrid import CLOUD_POOL, hybrid_cluster, run_hybrid
-from ilucid.traces import DEFAULT_LOAD, cluster_for_load, load_trace
+from ilucid.traces import DEFAULT_LOAD, cluster_for_load
 
 __all__ = ["COMMANDS"]
 
@@ -28,7 +28,11 @@ def _values(text: str) -> list[float]:
 
 
 def _add_arguments(hybrid: argparse.ArgumentParser) -> None:
-    hybrid.add_argument("--trace", default="itp-04", help="trace file or name")
+    hybrid.add_argument(
+        "--trace",
+        help="a trace file, name or 'synthetic' (default: itp-04; with no trace folder set,"
+        " generated data)",
+    )
     hybrid.add_argument(
         "--onprem-load",
         type=float,
@@ -66,7 +70,7 @@ _COLUMNS = (
 
 
 def _run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace, limit=args.limit)
+    trace = trace_or_generated(args.trace, "itp-04", limit=args.limit)
     onprem = cluster_for_load(trace.jobs, args.onprem_load or DEFAULT_LOAD)
     cloud_nodes = (
         args.cloud_nodes if args.cloud_nodes is not None else max(1, math.ceil(len(onprem) / 4))
@@ -77,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     pool = PoolSpec(CLOUD_POOL, args.cloud_cost, args.startup)
     config = SchedulerConfig(pools={CLOUD_POOL: pool})
     print(
-        f"hybrid: {args.trace} ({len(jobs):,} jobs) on {len(onprem)} on-prem nodes (load"
+        f"hybrid: {trace.name} ({len(jobs):,} jobs) on {len(onprem)} on-prem nodes (load"
         f" {args.onprem_load:g}) + {cloud_nodes} cloud nodes at {args.cloud_cost:g}/GPU-h,"
         f" {args.startup:g} s start-up; policy {args.policy}"
     )

@@ -11,21 +11,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ilucid.cli.common import Command
+from ilucid.cli.common import Command, say_generated, trace_or_generated
 from ilucid.cli.tables import format_cell, print_table
-from ilucid.core import Cluster, JobClass, RestoreOverhead, SchedulerConfig
+from ilucid.core import Cluster, JobClass, JobSpec, RestoreOverhead, SchedulerConfig
 from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.core.policies.tiered import TierConfig
 from ilucid.settings.tier_settings import load_tier_config
+from ilucid.studies.generated import generated_inference
 from ilucid.studies.mixed import DEFAULT_CHECKPOINT_S, MixedRun, run_scenario
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_INFERENCE,
+    InferenceTrace,
     cluster_for_load,
     load_inference,
-    load_trace,
     overlay_inference,
+    trace_dir,
 )
 
 __all__ = ["COMMANDS", "run_mixed_command"]
@@ -46,7 +48,11 @@ _COLUMNS = (
 
 
 def _add_arguments(mixed: argparse.ArgumentParser) -> None:
-    mixed.add_argument("--trace", default="philly", help="training trace")
+    mixed.add_argument(
+        "--trace",
+        help="training trace: a file, a name or 'synthetic' (default: philly; with no"
+        " trace folder set, generated data)",
+    )
     mixed.add_argument(
         "--policy",
         choices=(DEFAULT_PROFILE, "tiered"),
@@ -55,9 +61,9 @@ def _add_arguments(mixed: argparse.ArgumentParser) -> None:
     )
     mixed.add_argument(
         "--inference",
-        default="alibaba-dlrm",
         help=f"inference instances: {', '.join(KNOWN_INFERENCE)} or a path; 'none' when the"
-        " trace has its own inference jobs",
+        " trace has its own inference jobs (default: alibaba-dlrm; with no trace folder"
+        " set, generated services)",
     )
     mixed.add_argument("--share", type=float, default=0.10, help="inference GPU share")
     mixed.add_argument(
@@ -124,10 +130,31 @@ def _tier_config(args: argparse.Namespace) -> TierConfig:
     return dataclasses.replace(tiers, **overrides) if overrides else tiers
 
 
+def _inference(given: str | None) -> tuple[InferenceTrace, str]:
+    """``--inference`` as given; left out, alibaba-dlrm, or generated services when no
+    trace folder is set (said on one line); with the name to print."""
+    if given is None and trace_dir() is None:
+        instances = generated_inference()
+        say_generated(instances.source)
+        return instances, "generated"
+    return load_inference(given or "alibaba-dlrm"), given or "alibaba-dlrm"
+
+
+def _beyond_partition(jobs: list[JobSpec], cluster: Cluster) -> set[str]:
+    """Training jobs that need more than the cluster less its largest node: the static
+    partition keeps at least one node for inference, so they would never start there."""
+    if len(cluster) < 2:
+        return set()
+    largest = max(range(len(cluster)), key=lambda i: cluster.nodes[i].num_gpus)
+    rest = Cluster(tuple(n for i, n in enumerate(cluster.nodes) if i != largest))
+    training = [j for j in jobs if j.job_class is not JobClass.INFERENCE]
+    return set(never_placeable(training, rest))
+
+
 def run_mixed_command(args: argparse.Namespace) -> int:
     if not 0 < args.share < 1:
         raise ValueError(f"--share must be in (0, 1), got {args.share}")
-    trace = load_trace(args.trace, limit=args.limit)
+    trace = trace_or_generated(args.trace, "philly", limit=args.limit)
     cluster: Cluster
     if trace.cluster is not None and args.load is None:
         cluster = trace.cluster
@@ -143,20 +170,27 @@ def run_mixed_command(args: argparse.Namespace) -> int:
         cluster = cluster_for_load(list(basis), args.load or DEFAULT_LOAD)
     jobs = list(trace.jobs)
     if args.inference != "none" and not any(j.job_class is JobClass.INFERENCE for j in jobs):
-        instances = load_inference(args.inference)
+        instances, inference_name = _inference(args.inference)
         jobs = overlay_inference(jobs, instances, cluster.total_gpus, args.share)
         print(
-            f"scenario: {args.trace} training ({len(trace.jobs):,} jobs) + {args.inference}"
+            f"scenario: {trace.name} training ({len(trace.jobs):,} jobs) + {inference_name}"
             f" inference ({sum(j.job_class is JobClass.INFERENCE for j in jobs):,} services,"
             f" thinned to {args.share:.0%} of {cluster.total_gpus:,} GPUs, tiled every"
             f" {instances.window_s / 86400:.1f} days)"
         )
     else:
-        print(f"scenario: {args.trace}, its own inference jobs ({trace.source})")
+        print(f"scenario: {trace.name}, its own inference jobs ({trace.source})")
     refused = never_placeable(jobs, cluster)
     jobs = [j for j in jobs if j.id not in refused]
     if refused:
         print(f"skipped {len(refused):,} jobs this cluster can never hold")
+    too_big = _beyond_partition(jobs, cluster)
+    if too_big:
+        jobs = [j for j in jobs if j.id not in too_big]
+        print(
+            f"skipped {len(too_big):,} training jobs the static partition's training side"
+            " (the cluster less one node) can never hold, for every run alike"
+        )
     config = SchedulerConfig(RestoreOverhead(), checkpoint_s=args.checkpoint)
     start = time.perf_counter()
     runs = run_scenario(

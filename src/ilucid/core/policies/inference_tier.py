@@ -209,7 +209,7 @@ class InferenceTier:
                 victim.job,
                 f"preempted by inference job {job.spec.id} to start it now;"
                 f" {self.reserve_training:.0%} reserve for training kept (inference"
-                f" would hold {held}/{total} GPUs)",
+                f" then holds {held} of {total} GPUs)",
             )
         why = f"inference: started by preempting {_victims([v.job for v in chosen])}"
         started = step.try_start(job, why, pool)
