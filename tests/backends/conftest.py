@@ -92,5 +92,6 @@ def slurm_data() -> Iterator[Path]:
     root, the jobs run as :func:`slurm_account` and write their output into its spool
     folder, which they must reach (tmp_path's parents are root's alone)."""
     folder = Path(tempfile.mkdtemp(prefix="ilucid-slurm-data-"))
+    folder.chmod(0o711)  # a data directory may be made inside it (test_slurm's serve)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
