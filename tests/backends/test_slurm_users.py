@@ -171,6 +171,25 @@ def test_logs_read_only_the_accounts_own_regular_files(
     assert SlurmBackend(slurm_data).logs("j000004") == "root's own file\n"
 
 
+def test_the_data_directory_stays_traverse_only_once_it_holds_the_spool(
+    slurm_data: Path,
+) -> None:
+    """``ilucid serve`` and ``ilucid token`` make the data directory private at start:
+    once the spool is there, 0711 (running jobs still reach their folders), else 0700."""
+    from ilucid.cli.serve.host import private_data_dir
+
+    data = slurm_data / "data"
+    umask = os.umask(0o022)
+    try:
+        private_data_dir(data)
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        (data / "spool").mkdir()
+        private_data_dir(data)
+        assert stat.S_IMODE(data.stat().st_mode) == 0o711
+    finally:
+        os.umask(umask)
+
+
 # -- on the real Slurm test cluster -----------------------------------------------------------
 
 
