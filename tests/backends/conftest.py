@@ -11,6 +11,7 @@ slurmctld and slurmd. The tests skip, saying why, only where that cannot work
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_harness import HERE, SlurmCluster
+
+#: the ordinary account the Slurm tests' jobs run as (a root service submits each job as
+#: its token's account): the one tests/service/test_job_privileges.py gives Alice
+SLURM_ACCOUNT = "ilucid-alice"
 
 
 def _cluster(nodes: int, gres: str = "mixed") -> Iterator[SlurmCluster]:
@@ -65,3 +70,28 @@ def slurm_typed_nodes() -> Iterator[SlurmCluster]:
     """Two slurmd daemons, one GPU type each (issue 18's heterogeneous cluster): node1
     has 4 a100, node2 has 4 v100 (typed GRES: ``Gres=gpu:a100:4`` and ``Type=a100``)."""
     yield from _cluster(2, "split")
+
+
+@pytest.fixture(scope="session")
+def slurm_account() -> str:
+    """A real, unprivileged Unix account for the jobs (created once per machine): a root
+    Slurm backend runs no job without one."""
+    if os.geteuid() != 0:
+        pytest.skip("submitting Slurm jobs as another account needs root")
+    try:
+        pwd.getpwnam(SLURM_ACCOUNT)
+    except KeyError:
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        subprocess.run([useradd, "--system", "--no-create-home", SLURM_ACCOUNT], check=True)
+    return SLURM_ACCOUNT
+
+
+@pytest.fixture
+def slurm_data() -> Iterator[Path]:
+    """A data directory for a Slurm backend, outside pytest's private ``tmp_path``: as
+    root, the jobs run as :func:`slurm_account` and write their output into its spool
+    folder, which they must reach (tmp_path's parents are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="ilucid-slurm-data-"))
+    folder.chmod(0o711)  # a data directory may be made inside it (test_slurm's serve)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

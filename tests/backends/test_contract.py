@@ -46,8 +46,8 @@ class Driver(Protocol):
 class FileDriver:
     """Local and Slurm: the job is a real command that waits for a file."""
 
-    def __init__(self, tmp: Path, factory: Any) -> None:
-        self.tmp, self.factory = tmp, factory
+    def __init__(self, tmp: Path, factory: Any, run_as: str | None = None) -> None:
+        self.tmp, self.factory, self.run_as = tmp, factory, run_as
         self.runs, self.done = tmp / "runs", tmp / "done"
 
     def make(self) -> Any:
@@ -59,7 +59,7 @@ class FileDriver:
     def accept(self, backend: Any, job_id: str) -> list[str]:
         enqueue = getattr(backend, "enqueue", None)
         if enqueue is not None:
-            enqueue(job_id, self.command(), 1)
+            enqueue(job_id, self.command(), 1, run_as=self.run_as)
         return self.command()
 
     def finish(self) -> None:
@@ -124,7 +124,9 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) ->
         from ilucid.backends.slurm import SlurmBackend
 
         cluster = request.getfixturevalue("slurm_cluster")
-        yield FileDriver(tmp_path, lambda: SlurmBackend(tmp_path, slurm_conf=cluster.conf))
+        data = request.getfixturevalue("slurm_data")  # run as root, the job runs as
+        account = request.getfixturevalue("slurm_account")  # account: where it reaches
+        yield FileDriver(job_scratch, lambda: SlurmBackend(data, slurm_conf=cluster.conf), account)
     else:
         from kmock_thread import KMockThread
         from kmock_watch import ClusterEmulator
@@ -139,6 +141,12 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) ->
 #: whom the contract's jobs run as: a root local backend runs no job without an identity
 #: (the service gives each user one), so the test names a dynamic uid of its own
 RUN_AS = "#61190" if os.geteuid() == 0 else None
+
+
+def run_as_of(driver: Any) -> str | None:
+    """Whom the driver's jobs run as: Slurm's, a real account (Slurm's nodes know no
+    dynamic uid); the local backend's, :data:`RUN_AS`."""
+    return getattr(driver, "run_as", None) or RUN_AS
 
 
 def until(backend: Any, driver: Driver, job_id: str, want: set[ProcessState]) -> Any:
@@ -157,7 +165,7 @@ def admit(backend: Any, driver: Driver, job_id: str, command: list[str], node: s
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         backend.observe()
-        backend.start(job_id, command, 1, placement=[(node, 1)], run_as=RUN_AS)
+        backend.start(job_id, command, 1, placement=[(node, 1)], run_as=run_as_of(driver))
         driver.tick()
         seen = backend.observe().jobs.get(job_id)
         if seen is not None and seen.state is ProcessState.RUNNING and seen.parts:
@@ -216,8 +224,8 @@ RECORD = (
 class FileShapes:
     """Local and Slurm: a real command that records where each of its tasks runs."""
 
-    def __init__(self, tmp: Path, factory: Any, gangs: bool) -> None:
-        self.out, self.factory, self.gangs = tmp, factory, gangs
+    def __init__(self, tmp: Path, factory: Any, gangs: bool, run_as: str | None = None) -> None:
+        self.out, self.factory, self.gangs, self.run_as = tmp, factory, gangs, run_as
 
     def make(self) -> Any:
         return self.factory()
@@ -234,7 +242,7 @@ class FileShapes:
             command = ["srun", "--ntasks-per-node=1", *command]
         queue = Capabilities.of(backend).queues  # Slurm's own queue knows it first
         if queue is not None:
-            queue.enqueue(job_id, command, gpus)
+            queue.enqueue(job_id, command, gpus, run_as=self.run_as)
         return command
 
     def host(self, backend: Any, node: str) -> str:
@@ -358,13 +366,15 @@ def shapes(request: pytest.FixtureRequest, tmp_path: Path, job_scratch: Path) ->
         from ilucid.backends.slurm import SlurmBackend
 
         cluster = request.getfixturevalue("slurm_typed_nodes")
+        data = request.getfixturevalue("slurm_data")  # run as root, the job runs as
+        account = request.getfixturevalue("slurm_account")  # account: where it reaches
         made: list[Any] = []
 
         def factory() -> Any:
-            made.append(SlurmBackend(tmp_path / "data", slurm_conf=cluster.conf))
+            made.append(SlurmBackend(data, slurm_conf=cluster.conf))
             return made[-1]
 
-        yield FileShapes(tmp_path, factory, True)
+        yield FileShapes(job_scratch, factory, True, account)
         for job_id in ("t000001", "g000001"):  # leave the shared cluster empty
             if made and made[-1].observe().jobs.get(job_id) is not None:
                 made[-1].cancel(job_id)
@@ -385,7 +395,7 @@ def run_on(backend: Any, shapes: Any, job_id: str, command: list[str], where: li
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         backend.observe()
-        backend.start(job_id, command, gpus, placement=where, run_as=RUN_AS)
+        backend.start(job_id, command, gpus, placement=where, run_as=run_as_of(shapes))
         shapes.tick()
         seen = backend.observe().jobs.get(job_id)
         if seen is not None and seen.state is ProcessState.RUNNING and seen.parts:

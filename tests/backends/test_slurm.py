@@ -34,13 +34,19 @@ JOB = (
     ' trap \'echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"; exit 143\' TERM;'
     ' sleep {seconds} & wait; echo "end $(date +%s.%N)" >> "$OUT/$ILUCID_JOB_ID"'
 )
+#: Slurm's reason while ilucid holds a job: run as root (the only way these tests run),
+#: the service holds each job as the administrator, so its account cannot release it
+HELD = "Slurm: JobHeldAdmin (held until ilucid releases it)"
 #: the core's logical nodes for the test node, in order, and the GPU indices of each
 LOGICAL = {0: set(range(0, 4)), 1: set(range(4, 8))}  # node1/a100, node1/v100
 
 
 class Server:
-    def __init__(self, cluster: SlurmCluster, data: Path, out: Path) -> None:
-        self.cluster, self.data, self.out = cluster, data, out
+    """``ilucid serve --backend slurm``; jobs are submitted with a token mapped to
+    ``account`` (run as root, the service submits each job as its token's account)."""
+
+    def __init__(self, cluster: SlurmCluster, data: Path, out: Path, account: str) -> None:
+        self.cluster, self.data, self.out, self.account = cluster, data, out, account
         self.port = free_port()
         self.env = {
             **cluster.env(),
@@ -48,6 +54,7 @@ class Server:
             "OUT": str(out),
         }
         self.process: subprocess.Popen[str] | None = None
+        self.user_env: dict[str, str] = {}
 
     def start(self) -> None:
         command = [
@@ -69,7 +76,7 @@ class Server:
             "--policy",
             "tiered",
         ]
-        log = (self.data.parent / "serve.log").open("a")
+        log = (self.data.parent / "serve.log").open("a")  # slurm_data: removed after
         self.process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env
         )
@@ -82,6 +89,13 @@ class Server:
                 )
             time.sleep(0.3)
         self.env["ILUCID_TOKEN"] = (self.data / "admin.token").read_text().strip()
+        if "ILUCID_TOKEN" not in self.user_env:  # made once: a restart keeps the database
+            made = run_ilucid(
+                "token", "create", "--user", "alice", "--tenant", "lab",
+                "--unix-user", self.account, "--data-dir", str(self.data), env=self.env,
+            )  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            self.user_env = {**self.env, "ILUCID_TOKEN": made.stdout.strip()}
 
     def kill(self) -> None:
         assert self.process is not None
@@ -94,7 +108,7 @@ class Server:
             self.process.wait(timeout=20)
 
     def submit(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_ilucid("submit", *args, env=self.env)
+        return run_ilucid("submit", *args, env=self.user_env)
 
     def states(self) -> dict[str, str]:
         lines = run_ilucid("jobs", env=self.env).stdout.splitlines()[1:]
@@ -116,10 +130,14 @@ class Server:
 
 
 @pytest.fixture
-def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
-    out = tmp_path / "out"
-    out.mkdir()
-    running = Server(slurm_cluster, tmp_path / "data", out)
+def server(
+    slurm_cluster: SlurmCluster,
+    slurm_data: Path,
+    slurm_account: str,
+    job_scratch: Path,
+) -> Iterator[Server]:
+    # the data and output folders are where the jobs' account reaches (not tmp_path)
+    running = Server(slurm_cluster, slurm_data / "data", job_scratch, slurm_account)
     running.start()
     yield running
     running.stop()
@@ -185,9 +203,9 @@ def test_ten_jobs_run_in_ilucids_order_on_its_gpus_and_inference_requeues_traini
     shown = []
     for job_id in reversed(training):
         shown.append(run_ilucid("explain", job_id, env=server.env).stdout)
-        if "Slurm: JobHeldUser (held until ilucid releases it)" in shown[-1]:
+        if HELD in shown[-1]:
             break
-    assert "Slurm: JobHeldUser (held until ilucid releases it)" in shown[-1], shown
+    assert HELD in shown[-1], shown
     inference = submit_job(server, 1, seconds=1, job_class="inference")
 
     final = server.wait_all(10, timeout=400)
@@ -346,15 +364,16 @@ def test_fail_open_hands_held_jobs_to_slurm_when_ilucid_is_gone(
         time.sleep(0.5)
 
 
-def test_placement_across_two_slurmd_nodes(slurm_two_nodes: SlurmCluster, tmp_path: Path) -> None:
+def test_placement_across_two_slurmd_nodes(
+    slurm_two_nodes: SlurmCluster, slurm_data: Path, slurm_account: str, job_scratch: Path
+) -> None:
     """Two slurmd daemons on this host: a job goes to the node and GPU type the core chose,
     and a job spread over both nodes runs on both, seen back as the core's logical nodes."""
     from ilucid.backends.base import ProcessState
     from ilucid.backends.slurm import SlurmBackend
 
-    out = tmp_path / "out"
-    out.mkdir()
-    backend = SlurmBackend(tmp_path / "data", slurm_conf=slurm_two_nodes.conf)
+    out = job_scratch
+    backend = SlurmBackend(slurm_data, slurm_conf=slurm_two_nodes.conf)
     names = [n.name for n in backend.observe().cluster.nodes]
     assert names == ["node1/a100", "node1/v100", "node2/a100", "node2/v100"]
     record = 'echo "$(hostname) $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES" >> "{out}/$ILUCID_JOB_ID"'
@@ -367,7 +386,7 @@ def test_placement_across_two_slurmd_nodes(slurm_two_nodes: SlurmCluster, tmp_pa
         command = ["sh", "-c", record.format(out=out) + "; sleep 3"]
         if len(placement) > 1:  # one task per node, each recording where it ran
             command = ["srun", "--ntasks-per-node=1", *command]
-        backend.enqueue(job_id, command, gpus)
+        backend.enqueue(job_id, command, gpus, run_as=slurm_account)
     deadline = time.monotonic() + 60
     seen: dict[str, object] = {}
     while time.monotonic() < deadline:

@@ -74,15 +74,15 @@ def wait_for(backend: SlurmBackend, job_id: str, state: ProcessState) -> Observe
 
 
 def test_a_job_whose_node_goes_down_is_reported_held_and_restarts_only_when_ilucid_says(
-    slurm_two_nodes: SlurmCluster, tmp_path: Path
+    slurm_two_nodes: SlurmCluster, slurm_data: Path, slurm_account: str, job_scratch: Path
 ) -> None:
-    backend = SlurmBackend(tmp_path / "data", slurm_conf=slurm_two_nodes.conf)
+    backend = SlurmBackend(slurm_data, slurm_conf=slurm_two_nodes.conf)
     backend.observe()
-    marks = tmp_path / "runs"
+    marks = job_scratch / "runs"  # the job runs as slurm_account: where it may write
     command = ["sh", "-c", f'echo "$SLURMD_NODENAME" >> {marks}; sleep 120']
-    backend.enqueue("lost1", command, 2)
+    backend.enqueue("lost1", command, 2, run_as=slurm_account)
     backend.observe()
-    backend.start("lost1", command, 2, placement=[("node2/a100", 2)])
+    backend.start("lost1", command, 2, placement=[("node2/a100", 2)], run_as=slurm_account)
     running = wait_for(backend, "lost1", ProcessState.RUNNING)
     deadline = time.monotonic() + 30
     while not running.parts and time.monotonic() < deadline:
@@ -107,7 +107,10 @@ def test_a_job_whose_node_goes_down_is_reported_held_and_restarts_only_when_iluc
 
     # ilucid starts it again, elsewhere; it is not taken back a second time
     deadline = time.monotonic() + 60
-    while backend.start("lost1", command, 2, placement=[("node1/a100", 2)]) is None:
+    while (
+        backend.start("lost1", command, 2, placement=[("node1/a100", 2)], run_as=slurm_account)
+        is None
+    ):
         assert time.monotonic() < deadline, "not released"
         backend.observe()
         time.sleep(0.3)

@@ -39,16 +39,19 @@ RECORD = (
 class Live:
     """A service on the real Slurm backend, driven pass by pass through its API."""
 
-    def __init__(self, cluster: SlurmCluster, folder: Path) -> None:
-        self.cluster, self.out = cluster, folder / "out"
-        self.out.mkdir()
+    def __init__(
+        self, cluster: SlurmCluster, folder: Path, data: Path, out: Path, account: str
+    ) -> None:
+        # run as root, the jobs run as ``account``: their data and output folders are
+        # where it reaches (not tmp_path)
+        self.cluster, self.out = cluster, out
         url = f"sqlite:///{folder / 'ilucid.db'}"
         migrate(url)
         self.engine = make_engine(url)
-        self.backend = SlurmBackend(folder / "data", slurm_conf=cluster.conf)
+        self.backend = SlurmBackend(data, slurm_conf=cluster.conf)
         self.service = SchedulerService(self.engine, self.backend, policy="fifo")
         self.client = TestClient(build_app(self.service))
-        token = create_token(self.engine, "root", "ops", True)
+        token = create_token(self.engine, "root", "ops", True, account)
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def command(self, tasks_per_node: bool = False) -> list[str]:
@@ -121,8 +124,14 @@ class Live:
 
 
 @pytest.fixture
-def live(slurm_typed_nodes: SlurmCluster, tmp_path: Path) -> Iterator[Live]:
-    made = Live(slurm_typed_nodes, tmp_path)
+def live(
+    slurm_typed_nodes: SlurmCluster,
+    tmp_path: Path,
+    slurm_data: Path,
+    job_scratch: Path,
+    slurm_account: str,
+) -> Iterator[Live]:
+    made = Live(slurm_typed_nodes, tmp_path, slurm_data, job_scratch, slurm_account)
     yield made
     made.close()
 

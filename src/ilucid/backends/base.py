@@ -172,9 +172,11 @@ class QueuesJobs(Protocol):
         job_class: str = "training",
         cpus: float | None = None,
         memory_gb: float | None = None,
+        run_as: str | None = None,
     ) -> None:
         """Make the cluster manager's own queue hold the job (Slurm: a held sbatch job),
-        asking it for ``cpus`` and ``memory_gb`` on each node when they are stated."""
+        asking it for ``cpus`` and ``memory_gb`` on each node when they are stated, as
+        the Unix account ``run_as`` when the backend submits as users (root)."""
         ...
 
 

@@ -22,6 +22,17 @@ The inventory follows the cluster (``sinfo`` every pass; nodes Slurm gives no wo
 restart count above the ``:run=N`` ilucid wrote in its comment at its last release) is held
 again and reported HELD with the reason (docs/slurm.md).
 
+Jobs run as their users (docs/slurm.md): a service that runs as root submits each job
+as its token's Unix account (``sbatch --uid/--gid``; Slurm 22.05 onwards keeps these for
+sbatch, while 23.02.5 dropped them from srun and salloc), with a cleaned environment
+(nothing that looks like a secret), holds it as the administrator (``scontrol hold``:
+the account cannot release its own job past ilucid, as it could a user hold) and has
+its output in a folder that account owns (:mod:`ilucid.backends.slurm_spool`). A token
+without an account is refused at submission, never run as root: dynamic uids are not
+used here, as Slurm runs jobs only as accounts its nodes know (sbatch itself refuses an
+unknown uid). A service that is not root runs every job as its own account, and says so
+when it starts.
+
 Failure mode (fail-closed): if ilucid stops, its held jobs stay held and running jobs run
 on; a restarted service rebuilds from its database and Slurm's queue, matching jobs by name
 (``ilucid-<id>``), so nothing is submitted twice. ``release_all_held`` is the fail-open
@@ -31,13 +42,16 @@ escape hatch an operator (or a timer) runs to hand held jobs to Slurm's own sche
 from __future__ import annotations
 
 import json
+import logging
 import os
+import pwd
 import secrets
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from ilucid.backends.accounts import DYNAMIC_PREFIX, Account, job_account
 from ilucid.backends.base import (
     BackendUnavailable,
     ForeignJob,
@@ -45,8 +59,11 @@ from ilucid.backends.base import (
     ObservedJob,
     ProcessState,
 )
-from ilucid.backends.progress_files import read_output_tail
+from ilucid.backends.enter_check import can_enter
+from ilucid.backends.local import job_environment
+from ilucid.backends.progress_files import OUTPUT_TAIL_BYTES
 from ilucid.backends.progress_memo import ProgressMemo
+from ilucid.backends.progress_read import Progress, last_in_output
 from ilucid.backends.slurm_parse import (
     SlurmJob,
     SlurmNode,
@@ -63,9 +80,12 @@ from ilucid.backends.slurm_parse import (
     wait_status,
     with_run,
 )
+from ilucid.backends.slurm_spool import JobFiles, Spool, in_folder, read_owned, read_tail
 from ilucid.core import Cluster
 
 __all__ = ["SlurmBackend", "SlurmError"]
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "ilucid-"
 #: Slurm job states in which the job holds (or is about to hold) its allocation
@@ -117,6 +137,12 @@ class SlurmBackend:
         if "%" in str(self.root) or "," in str(self.root):
             raise ValueError(f"data dir {self.root}: Slurm paths may not hold '%' or ','")
         self.root.mkdir(parents=True, exist_ok=True)
+        #: root submits each job as its token's account; anyone else as itself
+        self.switches_users = os.geteuid() == 0
+        self.spool = Spool(self.root.parent)
+        self._files: dict[str, JobFiles] = {}  # ilucid id -> where its files are
+        if self.switches_users and self.spool.top.is_dir():
+            self.spool.open_data_dir()  # running jobs of a past start reach their folders
         self.script = self.root / "ilucid-batch.sh"
         self.script.write_text(BATCH_SCRIPT, encoding="utf-8")
         self.script.chmod(0o755)
@@ -147,15 +173,58 @@ class SlurmBackend:
         #: each running job's last progress report (its ``stdout.log``), read at most
         #: every 10 s a job
         self._progress = ProgressMemo(clock)
+        logger.info("%s", self.describe_identity())
+
+    def describe_identity(self) -> str:
+        """Whom the jobs run as: what the service says once, when it starts."""
+        if self.switches_users:
+            return (
+                "Slurm jobs run as their token's Unix account (sbatch --uid/--gid), their"
+                f" output in {self.spool.top}/<account>/; tokens without an account are"
+                " refused (ilucid token create --unix-user ACCOUNT)"
+            )
+        user = _user_name(os.geteuid())
+        return (
+            f"Slurm jobs run as this service's own account {user} (uid {os.geteuid()}):"
+            " only a service run as root submits each job as its token's Unix account"
+        )
+
+    def _account(self, job_id: str, run_as: str | None) -> Account | None:
+        """Whom the job runs as: None when the service is not root (it runs as itself);
+        as root, the token's Unix account, else a refusal (never root, no dynamic uid)."""
+        if not self.switches_users:
+            return None
+        if run_as is None:
+            whose = f"job {job_id}" if job_id else "this token"
+            raise ValueError(
+                f"run_as: {whose} has no Unix account, and this service (root) submits no"
+                " Slurm job without one (never as root): map the token to an"
+                " account every Slurm node knows (ilucid token create --user USER --tenant"
+                " TENANT --unix-user ACCOUNT)"
+            )
+        if run_as.startswith(DYNAMIC_PREFIX):
+            raise ValueError(
+                f"run_as: {run_as} is a dynamic uid, which Slurm's nodes do not know (sbatch"
+                " refuses it): map the token to a Unix account (ilucid token create --user"
+                " USER --tenant TENANT --unix-user ACCOUNT)"
+            )
+        return job_account(run_as)
+
+    def _files_of(self, job_id: str) -> JobFiles:
+        """Where the job's output, error and exit files are (see slurm_spool)."""
+        files = self._files.get(job_id)
+        if files is None:
+            files = self._files[job_id] = self.spool.recorded(self.root / job_id)
+        return files
 
     # -- commands ----------------------------------------------------------------------
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, env: Mapping[str, str] | None = None) -> str:
         try:
             done = subprocess.run(
                 list(args),
                 capture_output=True,
                 text=True,
-                env=self.env,
+                env=self.env if env is None else env,
                 timeout=self.timeout_s,
                 check=False,
             )
@@ -239,12 +308,11 @@ class SlurmBackend:
             j for j, seen in observed.items() if seen.state is ProcessState.RUNNING
         )
         for folder in self.root.iterdir():  # jobs Slurm forgot: their exit file tells
-            if folder.is_dir() and folder.name not in observed and (folder / "exit").exists():
-                code = (folder / "exit").read_text(encoding="utf-8").strip()
-                if code.lstrip("-").isdigit():
-                    observed[folder.name] = ObservedJob(
-                        folder.name, ProcessState.EXITED, (), int(code)
-                    )
+            if folder.is_dir() and folder.name not in observed:
+                files = self._files_of(folder.name)
+                code = files.exit_code() if files.exit.exists() else None
+                if code is not None:
+                    observed[folder.name] = ObservedJob(folder.name, ProcessState.EXITED, (), code)
         return Observation(self.cluster, observed)
 
     def _as_observed(self, job_id: str, job: SlurmJob) -> ObservedJob:
@@ -272,8 +340,8 @@ class SlurmBackend:
             self._ran_on[job_id] = job.nodes
         # running, or released and waiting for Slurm to start it; its own progress
         # report, from the end of the output file ilucid's sbatch names (--output)
-        output = self.root / job_id / "stdout.log"
-        progress = self._progress.get(job_id, lambda: _report(read_output_tail(output)))
+        files = self._files_of(job_id)
+        progress = self._progress.get(job_id, lambda: _report(files))
         return ObservedJob(job_id, ProcessState.RUNNING, gpus, None, parts, progress=progress)
 
     def _take_back(self, job_id: str, job: SlurmJob, run: int) -> ObservedJob:
@@ -290,9 +358,16 @@ class SlurmBackend:
             return ObservedJob(job_id, ProcessState.HELD, (), None, (), why)
         # Slurm already started it again, where ilucid did not decide: take it back
         self._stopping.add(job_id)
-        self._run("scontrol", "requeuehold", str(job.job_id))
+        self._requeue_held(job.job_id)
         self._requeued_at[job_id] = self.clock()
         return ObservedJob(job_id, ProcessState.STOPPING, (), None, (), why)
+
+    def _requeue_held(self, slurm_id: int) -> None:
+        """Requeue the job held. A requeue's hold is a user hold, which the job's own
+        account could release past ilucid: root makes it an administrator's hold."""
+        self._run("scontrol", "requeuehold", str(slurm_id))
+        if self.switches_users:
+            self._run("scontrol", "hold", str(slurm_id))
 
     def _parts(self, job: SlurmJob) -> tuple[tuple[str, int], ...]:
         """Where a running job is, as the core's logical nodes (empty if unknown)."""
@@ -323,8 +398,20 @@ class SlurmBackend:
 
     # -- acting -----------------------------------------------------------------------------
     def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
-        """Refuse, before a job is accepted, what could inject shell or Slurm syntax."""
+        """Refuse, before a job is accepted, what could inject shell or Slurm syntax, and
+        (as root) a job without a Unix account, or whose account cannot reach its spool
+        folder (asked as the account: every folder on the way counts)."""
         check_command(command, cwd)
+        account = self._account("", run_as)
+        if account is None:
+            return
+        folder = self.spool.folder(account)
+        if not can_enter(account, str(folder)):
+            raise ValueError(
+                f"run_as: the job's account {account.name} (uid {account.uid}) cannot reach"
+                f" its Slurm output folder {folder}: every folder above the data directory"
+                f" {self.spool.data_dir} needs o+x (or move the data directory)"
+            )
 
     def enqueue(
         self,
@@ -335,16 +422,26 @@ class SlurmBackend:
         job_class: str = "training",
         cpus: float | None = None,
         memory_gb: float | None = None,
+        run_as: str | None = None,
     ) -> None:
         """Submit the job held (once: a job Slurm already has is left alone), asking
-        Slurm for the CPUs and memory the core books on each of its nodes."""
+        Slurm for the CPUs and memory the core books on each of its nodes; as root, as
+        the account ``run_as`` names (see the module's docstring)."""
         if self._current(job_id) is not None:
             return
         check_name(job_id, "job id")
         check_name(job_class, "class")
         check_command(command, cwd)
+        account = self._account(job_id, run_as)
         folder = self.root / job_id
         folder.mkdir(parents=True, exist_ok=True)
+        if account is not None:
+            files = self.spool.files(account, job_id)
+            self.spool.record(folder, files)
+        else:
+            (folder / Spool.RECORD).unlink(missing_ok=True)
+            files = in_folder(folder)
+        self._files[job_id] = files
         args = [
             "sbatch",
             "--parsable",
@@ -352,10 +449,15 @@ class SlurmBackend:
             "--requeue",
             f"--job-name={self.prefix}{job_id}",
             f"--comment={self.opt_in_tag}:{job_id}:gpus={gpus}:class={job_class}:run=0",
-            f"--output={folder / 'stdout.log'}",
-            f"--error={folder / 'stderr.log'}",
+            f"--output={files.stdout}",
+            f"--error={files.stderr}",
             f"--export=ALL,ILUCID_JOB_ID={job_id}",
         ]
+        if account is not None:
+            # without --gid, Slurm 22.05 runs the job in root's group
+            args += [f"--uid={account.uid}", f"--gid={account.gid}"]
+            if cwd is None:  # its home, or / (never the service's own directory)
+                cwd = account.home if os.path.isdir(account.home) else "/"
         if cwd is not None:
             args.append(f"--chdir={cwd}")
         if self.partition:
@@ -363,8 +465,13 @@ class SlurmBackend:
         if gpus > 0:
             args.append(f"--gres=gpu:{gpus}")  # what Slurm's queue shows while it is held
         args += host_resources(cpus, memory_gb)
-        args += [str(self.script), str(folder / "exit"), *command]
-        slurm_id = int(self._run(*args).strip().split(";")[0])
+        args += [str(self.script), str(files.exit), *command]
+        # the job's environment is sbatch's (--export=ALL): as another account, the
+        # service's own without anything that looks like a secret
+        env = job_environment(self.env, None, account) if account is not None else None
+        slurm_id = int(self._run(*args, env=env).strip().split(";")[0])
+        if account is not None:  # an administrator's hold: the account cannot release it
+            self._run("scontrol", "hold", str(slurm_id))
         self._jobs.setdefault(job_id, []).append(_queued(slurm_id, self.prefix + job_id))
 
     def start(
@@ -387,7 +494,7 @@ class SlurmBackend:
         if job is None or job.state == "NODE_FAIL":  # lost with its node: submit afresh
             if job is not None:
                 self._jobs[job_id] = []
-            self.enqueue(job_id, command, gpus, cwd, cpus=cpus, memory_gb=memory_gb)
+            self.enqueue(job_id, command, gpus, cwd, cpus=cpus, memory_gb=memory_gb, run_as=run_as)
             job = self._current(job_id)
             assert job is not None
         if job.state in _ACTIVE or job.state in _ENDED:
@@ -398,7 +505,7 @@ class SlurmBackend:
         if requeued is not None and self.clock() - requeued < self.requeue_delay_s:
             return None  # too soon after the requeue: Slurm would fail the job
         slurm_id = str(job.job_id)
-        (self.root / job_id / "exit").unlink(missing_ok=True)
+        self._files_of(job_id).exit.unlink(missing_ok=True)
         update = ["scontrol", "update", f"JobId={slurm_id}"]
         self._run(*update, "TresPerNode=")  # a typed GRES replaces only a cleared one
         settings = self._placement_settings(gpus, placement)
@@ -447,7 +554,7 @@ class SlurmBackend:
             self._run("scontrol", "hold", str(job.job_id))
             return
         self._stopping.add(job_id)
-        self._run("scontrol", "requeuehold", str(job.job_id))
+        self._requeue_held(job.job_id)
         self._requeued_at[job_id] = self.clock()
 
     def cancel(self, job_id: str) -> None:
@@ -487,23 +594,28 @@ class SlurmBackend:
     def logs(self, job_id: str, stream: str = "stdout", tail_bytes: int = 65536) -> str:
         if stream not in ("stdout", "stderr"):
             raise ValueError("stream must be stdout or stderr")
-        path = self.root / check_name(job_id, "job id") / f"{stream}.log"
-        try:
-            with path.open("rb") as handle:
-                handle.seek(max(0, path.stat().st_size - tail_bytes))
-                return handle.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        files = self._files_of(check_name(job_id, "job id"))
+        data = read_owned(files.stream(stream), files.owner, tail_bytes)
+        return (data or b"").decode("utf-8", "replace")
 
     def forget(self, job_id: str) -> None:
         """The service recorded how the job ended: its exit file may go."""
-        (self.root / job_id / "exit").unlink(missing_ok=True)
+        self._files_of(job_id).exit.unlink(missing_ok=True)
         self._stopping.discard(job_id)
         self._ran_on.pop(job_id, None)
 
 
-def _report(stamped: tuple[tuple[float, float], float] | None) -> tuple[float, float] | None:
-    return stamped[0] if stamped is not None else None
+def _report(files: JobFiles) -> Progress | None:
+    """The job's last progress report, from the end of its output file."""
+    tail = read_tail(files.stdout, files.owner, OUTPUT_TAIL_BYTES)
+    return last_in_output(tail.data, cut=tail.cut) if tail is not None else None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"#{uid}"
 
 
 def _queued(slurm_id: int, name: str, reason: str = "JobHeldUser") -> SlurmJob:

@@ -61,6 +61,7 @@ class BackendQueue:
                 row.job_class,
                 cpus=row.cpus,
                 memory_gb=row.memory_gb,
+                run_as=row.run_as,
             )
         except (BackendUnavailable, ValueError) as exc:
             logger.warning(

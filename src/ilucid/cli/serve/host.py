@@ -61,10 +61,12 @@ def add_token_arguments(token: argparse.ArgumentParser) -> None:
 def private_data_dir(folder: Path) -> None:
     """The data directory is the service's alone (0700): jobs and other users can read
     neither the database, the admin token nor anyone's job logs. Files created in it
-    from now on are 0600 (umask 077)."""
+    from now on are 0600 (umask 077). Where a root Slurm backend keeps its users' output
+    folders in it (``spool/``: backends/slurm_spool.py) it stays traverse-only (0711),
+    so that running jobs still reach them; nothing else in it is open to others."""
     os.umask(0o077)
     folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
+    folder.chmod(0o711 if (folder / "spool").is_dir() else 0o700)
     for name in ("ilucid.db", "ilucid.db-wal", "ilucid.db-shm", "admin.token"):
         path = folder / name
         if path.exists():
