@@ -126,7 +126,7 @@ def test_dashboard_pages_fit_and_their_legends_show(
             )
             assert first.text_content() == "-"  # it never reported
             legend = page.locator("#gpu-legend li").all()
-            assert len(legend) == 2
+            assert len(legend) == 3
             for item in legend:
                 box = item.bounding_box()
                 assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
