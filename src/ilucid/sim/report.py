@@ -47,7 +47,7 @@ COLORS = (
 DEFAULT_COLOR = "#000000"
 LINE_WIDTH, DEFAULT_LINE_WIDTH = 1.6, 2.8
 #: The dash of a colour's second and later rounds (``[]``: solid).
-DASHES = ([], [6, 3], [2, 3])
+DASHES: tuple[list[int], ...] = ([], [6, 3], [2, 3])
 #: Points of each CDF (log-spaced times) and most buckets of each cluster series.
 CDF_POINTS = 240
 TIME_POINTS = 600
@@ -173,7 +173,9 @@ def report_data(results: Sequence[SimResult]) -> dict[str, Any]:
 def _styles(policies: Sequence[str]) -> dict[str, Any]:
     """Each policy's colour, line width and dash; the default profile (``ilucid``) is
     black and thicker, the others take :data:`COLORS` in turn."""
-    colors, widths, dashes = [], [], []
+    colors: list[str] = []
+    widths: list[float] = []
+    dashes: list[list[int]] = []
     others = 0
     for policy in policies:
         if policy == DEFAULT_PROFILE:
