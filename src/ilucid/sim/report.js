@@ -10,8 +10,8 @@
   // log-scale ticks people read at a glance: 1 s, 10 s, 1 min, 10 min, 1 h, 1 d, 10 d...
   const LOG_TICKS = [1, 10, 60, 600, 3600, 86400, 864000, 8640000, 86400000];
   // linear time-axis steps, from a minute to a year
-  const TIME_STEPS = [60, 600, 3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400,
-    365 * 86400];
+  const TIME_STEPS = [60, 600, 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400,
+    30 * 86400, 90 * 86400, 365 * 86400];
   const HEIGHT = 280;
   const SMALL_HEIGHT = 150;
   const LABEL_GAP = 14;  // least px between two axis labels
