@@ -47,6 +47,7 @@ class Served:
     db_url: str = ""
     evil_token: str = ""
     ended: list[str] = field(default_factory=list)  # every ended job, oldest first
+    jobs: dict[str, str] = field(default_factory=dict)  # other fixtures' jobs, by role
 
     def get(self, path: str, token: str | None = None) -> Any:
         auth = {"Authorization": f"Bearer {token or self.token}"}
@@ -94,7 +95,7 @@ def _kill_leftover_jobs(data: Path) -> None:
                 os.killpg(pid, signal.SIGKILL)
 
 
-def _earlier_run(data: Path) -> str:
+def earlier_run(data: Path) -> str:
     """The database, with a run of the service that ended 10 minutes ago."""
     data.mkdir(parents=True)
     url = f"sqlite:///{data.resolve() / 'ilucid.db'}"
@@ -138,10 +139,11 @@ def _populate(served: Served) -> None:
 
 
 @contextlib.contextmanager
-def serving(root: Path) -> Iterator[Served]:
-    """``ilucid serve`` on 4 virtual GPUs, after an earlier run that ended 10 minutes ago."""
+def serving(root: Path, populate: Callable[[Served], None] | None = None) -> Iterator[Served]:
+    """``ilucid serve`` on 4 virtual GPUs, after an earlier run that ended 10 minutes ago,
+    with the jobs ``populate`` submits (by default :func:`_populate`'s)."""
     data, port, log = root / "data", free_port(), root / "serve.log"
-    db_url = _earlier_run(data)
+    db_url = earlier_run(data)
     with log.open("w") as output:  # a file, not a pipe nobody drains while tests run
         process = subprocess.Popen(
             serve_command(data, port, 4, 0.2, "--grace", "2"),
@@ -164,10 +166,10 @@ def serving(root: Path) -> Iterator[Served]:
                 pass
             time.sleep(0.2)
         served.token = token_file.read_text(encoding="utf-8").strip()
-        _populate(served)
+        (populate or _populate)(served)
         yield served
     finally:
-        for job_id in (served.waiting, served.first, served.second):
+        for job_id in (served.waiting, served.first, served.second, *served.jobs.values()):
             if job_id and process.poll() is None:
                 with contextlib.suppress(httpx.HTTPError):
                     httpx.delete(

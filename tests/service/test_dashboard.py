@@ -247,7 +247,8 @@ def test_overview_shows_queue_running_jobs_node_map_and_charts(served: Served, t
     assert sorted(_texts(page, "#node-map .gpu .gpu-job")) == sorted(held)
 
     legend = _texts(page, "#gpu-legend li")
-    assert len(legend) == 2 and legend[0] == "free GPU" and "held by a running job" in legend[1]
+    assert len(legend) == 3 and legend[0] == "free GPU" and "held by a running job" in legend[1]
+    assert "a share of a GPU" in legend[2]
 
     for chart in ("#chart-busy", "#chart-jobs"):
         assert page.locator(f"{chart} .uplot canvas").count() == 1
@@ -319,8 +320,19 @@ def test_job_page_shows_transitions_decisions_why_and_output(served: Served, tab
         ).all()
     engine.dispose()
     assert stored and _texts(page, "#job-decisions td[data-col=message]") == list(stored)
-    assert _texts(page, "#job-transitions td[data-col=reason]") == list(moves)
-    assert _texts(page, "#job-transitions td[data-col=to]") == ["pending", "running", "running"]
+    # the story as a user reads it: the launch is "started" "on GPUs ..." (its stored
+    # reason is "launched on GPUs ..."), never the lifecycle's "decided -> running"
+    assert _texts(page, "#job-transitions td[data-col=reason]") == [
+        *moves[:2],
+        moves[2].removeprefix("launched "),
+    ]
+    assert moves[2].startswith("launched on GPUs ")
+    assert _texts(page, "#job-transitions td[data-col=what]") == [
+        "new -> pending",
+        "pending -> starting",
+        "started",
+    ]
+    assert "decided" not in (page.text_content("#job-transitions") or "")
 
     # the sentence says for how long it has run ("(8 s)"): read twice, a second apart
     def ageless(text: str | None) -> str:

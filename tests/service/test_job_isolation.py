@@ -168,7 +168,7 @@ def test_a_relative_data_dir_runs_each_job_once_from_anywhere(tmp_path: Path) ->
                 break
             time.sleep(0.2)
         assert "-> succeeded" in shown.stdout, shown.stdout + log.read_text()
-        assert shown.stdout.count("launched on GPUs") == 1, shown.stdout
+        assert shown.stdout.count("started [backend: launched]") == 1, shown.stdout
         assert "vanished" not in shown.stdout
     finally:
         server.terminate()

@@ -104,6 +104,8 @@ _OVERVIEW = """
 <li><span class="swatch free"></span>free GPU</li>
 <li><span class="swatch held"></span>held by a running job: one colour per job, its id
 written on the GPU (select it to open the job)</li>
+<li><span class="swatch share"></span>a share of a GPU (--gpu-milli): the part it holds is
+filled, its fraction written (0.5: half the GPU)</li>
 </ul>
 <div id="node-map" data-testid="node-map" class="nodes"></div>
 </section>
@@ -176,9 +178,9 @@ _JOB = """
 </section>
 <section class="panel"><h3>Job</h3>
 <table id="job-fields" data-testid="job-fields"><tbody></tbody></table></section>
-<section class="panel"><h3>State transitions</h3>
+<section class="panel"><h3>Story</h3>
 <table id="job-transitions" data-testid="job-transitions"><thead><tr>
-<th>time</th><th>from</th><th>to</th><th>cause</th><th>reason</th></tr></thead><tbody></tbody>
+<th>time</th><th>what happened</th><th>cause</th><th>details</th></tr></thead><tbody></tbody>
 </table>
 </section>
 <section class="panel"><h3>Scheduling decisions</h3>

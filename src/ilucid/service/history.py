@@ -7,16 +7,16 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, or_, select
+from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
 
 from ilucid.core import JobClass
 from ilucid.service.db import JobRow, TransitionRow
 from ilucid.service.scheduler_service import SchedulerService
-from ilucid.service.uptime import down_periods
+from ilucid.service.uptime import UptimeRow, down_periods
 from ilucid.traces.csv_cells import formula_safe
 
-__all__ = ["TIMELINE_POINTS", "export_history", "gpu_holders", "timeline"]
+__all__ = ["TIMELINE_POINTS", "export_history", "gpu_holders", "gpu_shares", "timeline"]
 
 #: Most points one /timeline series holds; denser changes are merged (see :func:`timeline`)
 TIMELINE_POINTS = 2000
@@ -85,6 +85,23 @@ def gpu_holders(
     return holders
 
 
+def gpu_shares(
+    node_sizes: Sequence[int], running: Sequence[tuple[str, str, int | None]]
+) -> list[list[list[int]]]:
+    """Per node, per GPU: the thousandths of it each of its holders holds, in the order
+    :func:`gpu_holders` names them (``[1000]`` for a whole GPU, ``[500]`` for half of one
+    nobody else shares, ``[]`` for a free GPU).
+
+    ``running`` holds ``(job id, gpu_indices, gpu_milli)``; a GPU map draws a share
+    as a part of its GPU, not as the whole GPU."""
+    holders = gpu_holders(node_sizes, [(job_id, indices) for job_id, indices, _ in running])
+    milli = {job_id: share or 1000 for job_id, _, share in running}
+    return [
+        [[] if held is None else [milli[j] for j in held.split(" + ")] for held in node]
+        for node in holders
+    ]
+
+
 def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
     """Busy GPUs, pending and running jobs from ``start`` to ``end`` as step series.
 
@@ -99,7 +116,9 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
     keeps only its last value (a short spike inside one slice may not show).
     ``down`` lists the ``[from, to]`` periods of the window when the service was not
     running (:func:`ilucid.service.uptime.down_periods`): the series say nothing
-    about them, and charts draw them as gaps.
+    about them, and charts draw them as gaps. ``first_up`` is when the service first
+    started, if inside the window (else None): before it there is nothing to show,
+    and charts leave that time blank rather than draw zeros.
     """
     query = (
         select(TransitionRow.time, TransitionRow.from_state, TransitionRow.to_state, JobRow.gpus)
@@ -149,4 +168,12 @@ def timeline(engine: Engine, start: float, end: float) -> dict[str, Any]:
         "pending": pending_series,
         "running": running_series,
         "down": [[round(a, 3), round(b, 3)] for a, b in down_periods(engine, start, end)],
+        "first_up": _first_up(engine, start, end),
     }
+
+
+def _first_up(engine: Engine, start: float, end: float) -> float | None:
+    """When the service's first recorded run started, if within ``(start, end]``."""
+    with Session(engine) as session:
+        first = session.scalar(select(func.min(UptimeRow.started)))
+    return round(first, 3) if first is not None and start < first <= end else None

@@ -87,11 +87,35 @@ class StoryLine:
     from_phase: str = ""
     to_phase: str = ""
 
-    def sentence(self) -> str:
-        cause = f" [{self.stimulus}]" if self.stimulus else ""
+    def move(self) -> str:
+        """The move as a user reads it: ``pending -> starting``, ``started``. The
+        lifecycle's internal ``decided`` (a start committed, not launched yet) reads
+        ``starting``, and its launch, which leaves the stored state ``running``, reads
+        ``started``; other phases keep their names (``running -> stopping: cancel``)."""
         before = self.from_phase or self.from_state or "new"
         after = self.to_phase or self.to_state
-        return f"{before} -> {after}{cause}: {self.reason}"
+        if after == RUNNING and (before == Phase.DECIDED or self.stimulus == _LAUNCHED):
+            return "started"
+        return f"{_user_phase(before)} -> {_user_phase(after)}"
+
+    def detail(self) -> str:
+        """The reason, less what :meth:`move` says: a launch's ``launched on GPUs 0``
+        reads ``on GPUs 0`` after ``started``."""
+        if self.move() == "started" and self.reason.startswith("launched "):
+            return self.reason.removeprefix("launched ")
+        return self.reason
+
+    def sentence(self) -> str:
+        cause = f" [{self.stimulus}]" if self.stimulus else ""
+        return f"{self.move()}{cause}: {self.detail()}"
+
+
+#: the stimulus of a launch (older stories stored it as ``running -> running``)
+_LAUNCHED = Stimulus.LAUNCH.value
+
+
+def _user_phase(phase: str) -> str:
+    return "starting" if phase == Phase.DECIDED else phase
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from ilucid.service.access import Live, Who
 from ilucid.service.db import JobRow
 from ilucid.service.edge import query_number
-from ilucid.service.history import gpu_holders, timeline
+from ilucid.service.history import gpu_holders, gpu_shares, timeline
 
 __all__ = ["QUEUE_REASONS", "TIMELINE_MAX_MINUTES", "router"]
 
@@ -29,7 +29,7 @@ def queue(who: Who, service: Live) -> list[dict[str, Any]]:
     Every pending job is listed (positions make sense only for the whole queue),
     with its owner and size but never its command."""
     entries = service.queue()
-    columns = (JobRow.id, JobRow.user, JobRow.tenant, JobRow.job_class, JobRow.gpus)
+    columns = (JobRow.id, JobRow.user, JobRow.tenant, JobRow.job_class, JobRow.gpus, JobRow.name)
     with Session(service.engine) as session:
         rows = {r.id: r for r in session.execute(select(*columns).where(JobRow.state == "pending"))}
         missing = [job_id for job_id, _, _ in entries if job_id not in rows]
@@ -49,6 +49,7 @@ def queue(who: Who, service: Live) -> list[dict[str, Any]]:
                 "tenant": row.tenant if row is not None else None,
                 "class": row.job_class if row is not None else None,
                 "gpus": row.gpus if row is not None else None,
+                "name": row.name if row is not None else None,  # what its user named it
                 "reason": (service.explain(job_id) or None) if index < QUEUE_REASONS else None,
             }
         )
@@ -61,13 +62,15 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
     a node the cluster manager took out of service says why (``excluded``)."""
     with Session(service.engine) as session:
         held = session.execute(
-            select(JobRow.id, JobRow.gpu_indices).where(JobRow.state == "running")
+            select(JobRow.id, JobRow.gpu_indices, JobRow.gpu_milli).where(JobRow.state == "running")
         ).all()
     with service.lock:
         free = service.scheduler.free
         cluster_nodes = service.cluster.nodes
         excluded = service.reconciler.excluded
-        holders = gpu_holders([node.num_gpus for node in cluster_nodes], held)
+        sizes = [node.num_gpus for node in cluster_nodes]
+        holders = gpu_holders(sizes, [(job_id, indices) for job_id, indices, _ in held])
+        shares = gpu_shares(sizes, [(job_id, indices, milli) for job_id, indices, milli in held])
         return [
             {
                 "name": node.name,
@@ -81,6 +84,8 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
                 "memory_gb": node.memory_gb or None,
                 "free_memory_gb": round(free.memory_free[index], 3) if node.memory_gb else None,
                 "gpu_jobs": holders[index],
+                # per GPU, the thousandths each of its holders holds (a share: < 1000)
+                "gpu_milli": shares[index],
                 "excluded": excluded.get(node.name),
             }
             for index, node in enumerate(cluster_nodes)

@@ -232,6 +232,9 @@ def explain(job_id: str, who: Who, service: Live) -> dict[str, Any]:
                 "from_phase": line.from_phase,
                 "to_phase": line.to_phase,
                 "reason": line.reason,
+                # the move and its reason as a user reads them ("started": "on GPUs 0")
+                "move": line.move(),
+                "detail": line.detail(),
                 "text": line.sentence(),
             }
             for line in service.story(job_id)

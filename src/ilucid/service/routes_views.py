@@ -96,6 +96,7 @@ def history(
     jobs = [
         {
             "id": r.id,
+            "name": r.name,
             "user": r.user,
             "tenant": r.tenant,
             "class": r.job_class,

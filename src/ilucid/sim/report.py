@@ -25,24 +25,29 @@ from typing import Any
 
 import numpy as np
 
+from ilucid.core.policies import DEFAULT_PROFILE
 from ilucid.sim.replay_types import ClusterSeries, SimResult
 
-__all__ = ["COLORS", "render_report", "report_data"]
+__all__ = ["COLORS", "DEFAULT_COLOR", "render_report", "report_data"]
 
-#: One colour per policy, in the order the policies were given (Tableau 10, readable
-#: on white and by most colour-blind readers when paired with the legend's names).
+#: One colour per policy, in the order the policies were given: the Okabe-Ito palette
+#: (distinct to readers with every common colour-vision deficiency), less its black,
+#: which the default profile keeps; its yellow is left out (too pale on white). Past
+#: seven policies the colours come round again, dashed.
 COLORS = (
-    "#4e79a7",
-    "#e15759",
-    "#59a14f",
-    "#f28e2b",
-    "#b07aa1",
-    "#9c755f",
-    "#d37295",
-    "#76b7b2",
-    "#edc948",
-    "#bab0ac",
+    "#e69f00",  # orange
+    "#56b4e9",  # sky blue
+    "#009e73",  # bluish green
+    "#0072b2",  # blue
+    "#d55e00",  # vermillion
+    "#cc79a7",  # reddish purple
+    "#999999",  # grey
 )
+#: The default profile's line: black and thicker, so the policy a user would run stands out.
+DEFAULT_COLOR = "#000000"
+LINE_WIDTH, DEFAULT_LINE_WIDTH = 1.6, 2.8
+#: The dash of a colour's second and later rounds (``[]``: solid).
+DASHES: tuple[list[int], ...] = ([], [6, 3], [2, 3])
 #: Points of each CDF (log-spaced times) and most buckets of each cluster series.
 CDF_POINTS = 240
 TIME_POINTS = 600
@@ -161,10 +166,32 @@ def report_data(results: Sequence[SimResult]) -> dict[str, Any]:
         ),
         *(_time_chart(title, unit, results, series_of) for title, series_of, unit in TIME_SERIES),
     ]
+    policies = [r.policy for r in results]
+    return {"policies": policies, **_styles(policies), "charts": charts}
+
+
+def _styles(policies: Sequence[str]) -> dict[str, Any]:
+    """Each policy's colour, line width and dash; the default profile (``ilucid``) is
+    black and thicker, the others take :data:`COLORS` in turn."""
+    colors: list[str] = []
+    widths: list[float] = []
+    dashes: list[list[int]] = []
+    others = 0
+    for policy in policies:
+        if policy == DEFAULT_PROFILE:
+            colors.append(DEFAULT_COLOR)
+            widths.append(DEFAULT_LINE_WIDTH)
+            dashes.append([])
+            continue
+        colors.append(COLORS[others % len(COLORS)])
+        widths.append(LINE_WIDTH)
+        dashes.append(DASHES[(others // len(COLORS)) % len(DASHES)])
+        others += 1
     return {
-        "policies": [r.policy for r in results],
-        "colors": [COLORS[i % len(COLORS)] for i in range(len(results))],
-        "charts": charts,
+        "colors": colors,
+        "widths": widths,
+        "dashes": dashes,
+        "default": DEFAULT_PROFILE if DEFAULT_PROFILE in policies else None,
     }
 
 
@@ -231,6 +258,15 @@ figure{margin:0;flex:0 1 640px;min-width:0;max-width:100%}
 figcaption{font-weight:600;margin-bottom:4px}
 .uplot .u-legend{font-size:12px;text-align:left;max-width:100%}
 .uplot .u-legend .u-series>*{padding:2px 4px}
+figure[data-view=multiples]{flex-basis:100%}
+.view-switch{display:flex;flex-wrap:wrap;gap:4px;margin:0 0 6px}
+.view-switch button{font:inherit;font-size:12px;padding:2px 8px;border:1px solid #bbb;
+background:#fff;border-radius:4px;cursor:pointer}
+.view-switch button[aria-pressed=true]{background:#222;color:#fff;border-color:#222}
+.multiples{display:grid;gap:8px 16px;
+grid-template-columns:repeat(auto-fill,minmax(min(300px,100%),1fr))}
+.multiple{min-width:0}
+.multiple-title{font-size:13px;font-weight:600;border-left:4px solid;padding-left:6px}
 @media (max-width:600px){body{margin:12px}}
 """
 

@@ -34,6 +34,7 @@ async function refresh(force) {
   for (const view of ['overview', 'history-view', 'job-view']) $(view).hidden = view !== where.view;
   $('nav-cluster').classList.toggle('current', where.view === 'overview');
   $('nav-history').classList.toggle('current', where.view === 'history-view');
+  if (where.view !== 'job-view') document.title = 'ilucid';
   if (!state.token) {
     setStatus('Give an API token (ilucid token create, or data-dir/admin.token).', true);
     return;

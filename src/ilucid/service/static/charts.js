@@ -6,8 +6,10 @@ const charts = {};  // holder id -> {plot, key, full: [min, max]}
 const stepped = () => uPlot.paths.stepped({align: 1});
 
 // the series with nulls where the service was down: the value before a stop reaches
-// it, nothing is drawn until the restart, then the value known at the restart
-function withGaps(times, lists, down) {
+// it, nothing is drawn until the restart, then the value known at the restart. Before
+// ``firstUp`` (the service's first start, null: before the window) there is nothing
+// to show: those times are null too, not zero
+function withGaps(times, lists, down, firstUp) {
   const xs = [];
   const ys = lists.map(() => []);
   const push = (t, i) => {
@@ -15,6 +17,11 @@ function withGaps(times, lists, down) {
     lists.forEach((list, k) => ys[k].push(i < 0 ? null : list[i]));
   };
   let i = 0;
+  if (firstUp !== null && firstUp !== undefined && times.length && firstUp > times[0]) {
+    push(times[0], -1);
+    while (i < times.length && times[i] <= firstUp) i++;
+    push(firstUp, i - 1);
+  }
   for (const [a, b] of down) {
     for (; i < times.length && times[i] < a; i++) push(times[i], i);
     if (i > 0) push(a, i - 1);
@@ -82,7 +89,7 @@ function rangeText(minutes) {
 function drawTimeline(timeline, total, minutes) {
   const down = timeline.down || [];
   const data = withGaps(timeline.times, [timeline.busy_gpus, timeline.times.map(() => total),
-    timeline.pending, timeline.running], down);
+    timeline.pending, timeline.running], down, timeline.first_up);
   drawChart('chart-busy', [
     {label: 'busy GPUs', colour: '#2f6fde', fill: '#2f6fde22'},
     {label: 'GPUs in the cluster', colour: '#98a2b3', dash: [4, 4]}],

@@ -35,7 +35,7 @@ async function loadHistory(hash) {
   $('history-users').replaceChildren(...answer.users.map(u => el('option', {value: u})));
   $('history-tenants').replaceChildren(...answer.tenants.map(t => el('option', {value: t})));
   fill('history-table', answer.jobs.map(j => el('tr', {'data-job-id': j.id},
-    cell('id', jobLink(j.id)), cell('user', j.user), cell('tenant', j.tenant),
+    jobCell(j.id, j.name), cell('user', j.user), cell('tenant', j.tenant),
     cell('class', j['class']), numCell('gpus', j.gpus),
     cell('state', el('span', {class: 'state'}, j.state)),
     numCell('exit_code', j.exit_code === null ? '-' : j.exit_code),

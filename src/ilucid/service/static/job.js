@@ -51,7 +51,7 @@ function failedAttempts(retries) {
 
 function drawJobTables(job, explain) {
   const fields = [
-    ['state', job.state], ['user', job.user], ['tenant', job.tenant], ['class', job['class']],
+    ['name', job.name || '-'], ['state', job.state], ['user', job.user], ['tenant', job.tenant], ['class', job['class']],
     ['gpus', job.gpus], ['gpu_indices', job.gpu_indices || '-'],
     ['command', job.command.map(shellWord).join(' ')],
     ['submitted', stamp(job.submit_time)], ['first start', stamp(job.first_start)],
@@ -61,9 +61,11 @@ function drawJobTables(job, explain) {
     ['failed attempts', failedAttempts(explain.retries)]];
   fill('job-fields', fields.map(([k, v]) => el('tr', {'data-field': k},
     el('th', {}, k), cell('value', v))));
-  fill('job-transitions', job.transitions.map(t => el('tr', {},
-    timeCell('time', t.time, false), cell('from', t.from || '-'), cell('to', t.to),
-    cell('cause', t.stimulus || '-'), cell('reason', t.reason))));
+  // the story as a user reads it: "pending -> starting", then "started" on its GPUs
+  // (not the lifecycle's internal "decided -> running")
+  fill('job-transitions', explain.story.map(t => el('tr', {},
+    timeCell('time', t.time, false), cell('what', t.move),
+    cell('cause', t.stimulus || '-'), cell('reason', t.detail))));
   fill('job-decisions', explain.decisions.map(d => el('tr', {},
     timeCell('time', d.time, false), cell('action', d.action), cell('code', d.code),
     cell('message', d.message))), 'job-decisions-empty');
@@ -102,7 +104,10 @@ async function loadJob(id, hash) {
   $('job-error').hidden = true;
   $('job-body').hidden = false;
   $('job-title').replaceChildren('Job ' + job.id + ' ',
+    ...(job.name ? [el('span', {class: 'title-name', 'data-testid': 'job-name'}, job.name),
+      ' '] : []),
     el('span', {class: 'state', 'data-testid': 'job-state'}, job.state));
+  document.title = 'ilucid: ' + job.id + (job.name ? ' ' + job.name : '');
   $('job-why').textContent = explain.why;
   $('job-expected').textContent = expectedText(outlook, job);
   drawEstimate(outlook.estimate);

@@ -26,14 +26,14 @@ async function loadOverview(hash) {
   $('sum-policy').textContent = policy.policy;
   fill('queue-table', queue.map(q => el('tr', {'data-job-id': q.id},
     numCell('position', q.position === null ? '-' : q.position),
-    cell('id', jobLink(q.id)), cell('user', q.user), cell('tenant', q.tenant),
+    jobCell(q.id, q.name), cell('user', q.user), cell('tenant', q.tenant),
     cell('class', q['class']), numCell('gpus', q.gpus),
     el('td', {'data-col': 'expected_start', title: stamp(q.expected_start)},
       expected(q.expected_start)),
     cell('reason', q.reason === null ? '(not computed this far down the queue)' : q.reason))),
   'queue-empty');
   fill('running-table', running.map(j => el('tr', {'data-job-id': j.id},
-    cell('id', jobLink(j.id)), cell('user', j.user), cell('class', j['class']),
+    jobCell(j.id, j.name), cell('user', j.user), cell('class', j['class']),
     numCell('gpus', j.gpus),
     cell('gpu_indices', j.gpu_indices === '' ? 'launching' :
       (j.gpu_indices === '-' ? 'none' : j.gpu_indices)),
@@ -44,19 +44,43 @@ async function loadOverview(hash) {
   return true;
 }
 
+// a GPU of the map: free, held whole, or held in shares (gpu_milli): each share is a
+// part of the GPU's width in its job's colour, with its fraction written ("0.5"), so
+// half a GPU never looks like a whole one
+function gpuCell(i, job, shares) {
+  const title = 'GPU ' + i + (job ? ': ' + job : ': free');
+  if (!job) {
+    return el('div', {class: 'gpu free', 'data-gpu': i, 'data-job': '', title: title},
+      el('span', {class: 'gpu-index'}, 'GPU ' + i), el('span', {class: 'gpu-job'}, 'free'));
+  }
+  const ids = job.split(' + ');  // a shared GPU names each of its jobs
+  const milli = ids.map((id, k) => (shares && shares[k]) || 1000);
+  const whole = ids.length === 1 && milli[0] >= 1000;
+  const share = m => String(m / 1000);
+  const label = whole ? job : ids.map((id, k) => id + ' ' + share(milli[k])).join(' + ');
+  const box = el('a', {class: 'gpu held' + (whole ? '' : ' shared'), 'data-gpu': i,
+    'data-job': job, 'data-milli': milli.join('+'), href: '#/job/' + encodeURIComponent(ids[0]),
+    title: whole ? title : 'GPU ' + i + ': ' + label + ' of the GPU'},
+  el('span', {class: 'gpu-index'}, 'GPU ' + i,
+    ...(whole ? [] : [el('span', {class: 'gpu-share', 'data-testid': 'gpu-share'},
+      milli.map(share).join(' + '))])),
+  el('span', {class: 'gpu-job'}, whole ? job : ids.join(' + ')));
+  // the held part of the GPU, left to right, each job's share in its colour
+  let at = 0;
+  const stops = [];
+  ids.forEach((id, k) => {
+    const to = Math.min(100, at + milli[k] / 10);
+    stops.push(colour(id) + ' ' + at + '%', colour(id) + ' ' + to + '%');
+    at = to;
+  });
+  if (at < 100) stops.push('var(--free) ' + at + '%', 'var(--free) 100%');
+  box.style.background = 'linear-gradient(90deg,' + stops.join(',') + ')';
+  return box;
+}
+
 function drawNodes(nodes) {
   $('node-map').replaceChildren(...nodes.map(n => {
-    const cells = (n.gpu_jobs || []).map((job, i) => {
-      const attrs = {class: 'gpu ' + (job ? 'held' : 'free'), 'data-gpu': i,
-        'data-job': job || '', title: 'GPU ' + i + (job ? ': ' + job : ': free')};
-      const first = job ? job.split(' + ')[0] : '';  // a shared GPU names each of its jobs
-      const box = job ? el('a', {...attrs, href: '#/job/' + encodeURIComponent(first)},
-        el('span', {class: 'gpu-index'}, 'GPU ' + i), el('span', {class: 'gpu-job'}, job))
-        : el('div', attrs, el('span', {class: 'gpu-index'}, 'GPU ' + i),
-          el('span', {class: 'gpu-job'}, 'free'));
-      if (job) box.style.background = colour(first);
-      return box;
-    });
+    const cells = (n.gpu_jobs || []).map((job, i) => gpuCell(i, job, (n.gpu_milli || [])[i]));
     return el('div', {class: 'node', 'data-node': n.name, 'data-testid': 'node'},
       el('div', {class: 'node-head'}, n.name + ' \u00b7 ' + n.gpu_type + ' \u00b7 '
         + (n.excluded ? 'out of service: ' + n.excluded

@@ -21,6 +21,11 @@ function jobLink(id) {
   return el('a', {href: '#/job/' + encodeURIComponent(id), class: 'job-link', 'data-job-id': id},
     id);
 }
+// the job cell: its id (a link to its page) and, under it, the name its user gave it
+function jobCell(id, name) {
+  return el('td', {'data-col': 'id'}, jobLink(id),
+    ...(name ? [el('span', {class: 'job-name', 'data-testid': 'job-name'}, name)] : []));
+}
 function cell(col, ...kids) { return el('td', {'data-col': col}, ...kids); }
 function numCell(col, value) { return el('td', {'data-col': col, class: 'num'}, value); }
 
