@@ -114,3 +114,14 @@ def test_a_replay_is_the_same_compiled_or_pure(tmp_path: Path, policy: str) -> N
         assert summary["core"].startswith(name if name == "compiled" else "pure Python")
         outputs[name] = (out / f"jobs-{policy}.csv").read_bytes()
     assert outputs["compiled"] == outputs["pure"]
+
+
+@needs_build
+def test_the_build_that_installed_this_wheel_warned_of_nothing() -> None:
+    """``make wheel`` keeps python -m build's output in build/wheel.log and prints its
+    warnings: a first ``make serve`` once printed nine of mypyc's."""
+    log = ROOT / "build" / "wheel.log"
+    if not log.is_file():
+        pytest.skip("no build/wheel.log: this wheel was not built by `make wheel` here")
+    warnings = [line for line in log.read_text().splitlines() if ": warning: " in line]
+    assert warnings == []
