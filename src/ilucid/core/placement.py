@@ -330,12 +330,15 @@ def _share_part(placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
         return ()
     ((index, _),) = placement.parts
     left = free.shares_left(index).get(placement.share, FULL_GPU - placement.milli)
+    # (the share is a label of the books: which physical GPU holds it is the backend's
+    # to say, at launch; naming the label here read as a GPU index and contradicted it)
     return (
         ScorePart(
             "gpu-share",
             float(FULL_GPU - left),
-            f"takes {placement.milli} milli-GPUs of shared GPU {placement.share}"
-            f" ({FULL_GPU - left} of {FULL_GPU} taken there now, {left} left)",
+            f"takes {placement.milli} milli-GPUs of a GPU shared on"
+            f" {free.cluster.nodes[index].name} ({FULL_GPU - left} of {FULL_GPU} taken there"
+            f" now, {left} left)",
         ),
     )
 
