@@ -105,3 +105,11 @@ def test_inference_class_is_unchanged_by_the_walk_weights() -> None:
     scheduler.submit(JobSpec("i1", 0, 1, 100, job_class=JobClass.INFERENCE, gpu_milli=500), 0)
     scheduler.submit(JobSpec("i2", 0, 1, 100, job_class=JobClass.INFERENCE, gpu_milli=500), 0)
     assert started(scheduler, 0) == ["i1", "i2"]
+
+
+def test_fits_now_with_nothing_ahead_says_it_waits_only_for_the_next_pass() -> None:
+    scheduler = ilucid()  # re-plans every 60 s of absolute time
+    scheduler.submit(training("first", 1), 10)
+    why = scheduler.why_pending("first", 10)
+    assert "nothing is ahead of it" in why and "runs jobs ahead" not in why, why
+    assert started(scheduler, 60) == ["first"]
