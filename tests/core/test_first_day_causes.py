@@ -80,12 +80,15 @@ def test_fits_now_names_the_jobs_ahead_and_what_holds_them() -> None:
     scheduler = ilucid()
     scheduler.submit(training("holder", 1, estimate=100, cpus=2), 0)
     assert started(scheduler, 0) == ["holder"]
-    # ahead of "next" in the order, it takes the GPU quota left but finds no free CPU
-    scheduler.submit(training("blocked", 1, cpus=1), 10)
+    # ahead of "next" in the order, they take the GPU quota left but find no free CPU
+    for job_id in ("blocked", "b2", "b3", "b4"):
+        scheduler.submit(training(job_id, 1, cpus=1), 10)
     scheduler.submit(training("next", 1), 10)
     assert started(scheduler, 60) == []
     why = scheduler.why_pending("next", 60)
-    assert "blocked" in why, why  # the job ahead that holds the GPU quota, named
+    # the jobs ahead that hold the GPU quota, named, and why the first of them waits
+    assert "serves 4 jobs ahead of it in its order first: blocked, b2, b3 and 1 more" in why
+    assert "; blocked waits: 1 of 1 node with free GPUs lacks the free CPUs or memory (vm;" in why
 
 
 def test_a_preemption_names_the_jobs_that_need_its_gpus() -> None:

@@ -641,29 +641,32 @@ class Scheduler:
         blocked = why_unplaced(job.spec, self.free, self.placer, self.jobs.values(), self.partners)
         if blocked is not None:
             return f"pending{where}: {blocked.message}"
-        return f"pending{where}: {self._fits_now(job, now)}"
+        return f"pending{where}: {self._fits_now(job, position)}"
 
-    def _fits_now(self, job: JobState, now: float) -> str:
+    def _fits_now(self, job: JobState, position: int | None) -> str:
         """Why a job that would fit now waits: the jobs ahead of it in the policy's order
-        (named, with why the first of them waits), else nothing but the next pass."""
-        ahead: list[JobState] = []
+        (the first three of the queue named, the rest counted, and why the first waits),
+        else nothing but the next pass. Only the queue's head is walked: cheap at any
+        position (a replay's explainer asks at every event)."""
+        head: list[JobState] = []
         order = self.policy.pending_order()
         if order is not None:
             for other in order:
-                if other is job:
+                if other is job or len(head) == 3:
                     break
-                ahead.append(other)
+                head.append(other)
+        count = position - 1 if position else len(head)
         name = self.policy.name
-        if not ahead:
+        if not head:
             return f"fits now and nothing is ahead of it: {name} starts it at its next pass"
-        named = ", ".join(j.spec.id for j in ahead[:3])
-        if len(ahead) > 3:
-            named += f" and {len(ahead) - 3:,} more"
-        first = ahead[0]
+        named = ", ".join(j.spec.id for j in head)
+        if count > len(head):
+            named += f" and {count - len(head):,} more"
+        first = head[0]
         held = why_unplaced(first.spec, self.free, self.placer, self.jobs.values(), self.partners)
-        their = f" ({first.spec.id} waits: {held.message})" if held is not None else ""
+        their = f"; {first.spec.id} waits: {held.message}" if held is not None else ""
         return (
-            f"fits now, but {name} serves {plural(len(ahead), 'job')} ahead of it in its order"
+            f"fits now, but {name} serves {plural(count, 'job')} ahead of it in its order"
             f" first: {named}{their}"
         )
 
