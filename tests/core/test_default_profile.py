@@ -219,6 +219,6 @@ def test_a_preemption_says_where_the_victim_stood() -> None:
     preempt, start = scheduler.schedule(100)
     assert preempt.explain() == (
         "preempt a: ilucid: level 0 of 3 (attained 100 GPU-s < 1,800), estimated 3,900 s x 1"
-        " GPU(s) left; jobs ahead of it in the order need its GPUs; restore costs 40 s"
+        " GPU(s) left; jobs ahead of it in the order need its GPUs: b; restore costs 40 s"
     )
     assert start.job_id == "b"

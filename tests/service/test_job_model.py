@@ -65,7 +65,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
         ),
         (
             {"gpus": 4, "nodes": 2, "gpus_per_node": 2},
-            "nodes: a gang of 2 x 2 GPUs needs 2 nodes with 2 GPUs of the asked type; 1 here",
+            "nodes: a gang of 2 x 2 GPUs needs 2 nodes with 2 GPUs each; 1 here",
         ),
         (
             {"gpus": 3, "nodes": 1, "gpus_per_node": 2},

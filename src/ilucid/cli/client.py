@@ -245,12 +245,31 @@ def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _free_of(free: float | None, total: float | None, unit: str = "") -> str:
+    """``1/2``, ``20.5/23.5 GB``: what jobs may still book of what the node has (``-``:
+    the cluster manager does not say, so nothing is booked against it)."""
+    if total is None:
+        return "-"
+    return f"{free if free is not None else total:g}/{total:g}{unit}"
+
+
 def _nodes(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/nodes")
     cells = [
-        (n["name"], n["gpu_type"], n["gpus"], n["free_gpus"], n.get("excluded") or "") for n in rows
+        (
+            n["name"],
+            n["gpu_type"],
+            n["gpus"],
+            n["free_gpus"],
+            f"{n['gpu_memory_gb']:g} GB" if n.get("gpu_memory_gb") else "unknown",
+            _free_of(n.get("free_cpus"), n.get("cpus")),
+            _free_of(n.get("free_memory_gb"), n.get("memory_gb"), " GB"),
+            n.get("excluded") or "",
+        )
+        for n in rows
     ]
-    print_table(("NODE", "TYPE", "GPUS", "FREE", "OUT OF SERVICE"), cells, align="lllll")
+    header = ("NODE", "TYPE", "GPUS", "FREE", "GPU MEMORY", "FREE CPUS", "FREE MEMORY")
+    print_table((*header, "OUT OF SERVICE"), cells, align="l" * 8)
     return 0
 
 
@@ -403,7 +422,7 @@ COMMANDS = (
     ),
     _command("jobs", "list jobs", _jobs),
     _command("queue", "pending jobs with position and expected start", _queue),
-    _command("nodes", "nodes and free GPUs", _nodes),
+    _command("nodes", "nodes with their free GPUs, CPUs and memory", _nodes),
     _command("explain", "why a job waits, runs or was preempted", _explain, _add_job),
     _command("cancel", "cancel a job", _cancel, _add_job),
     _command("logs", "a job's output", _logs, _add_logs),

@@ -67,7 +67,7 @@ class ConsolidatingPlacer:
     def place(self, job: JobSpec, free: FreeGpus, pool: str = MAIN_POOL) -> Placement | None:
         need = job.num_gpus
         if need == 0:
-            return Placement(())
+            return self._place_host(job, free, pool)
         if job.gpu_milli < FULL_GPU:
             return self._place_fraction(job, free, pool)
         if need > free.pool_free.get(pool, 0):
@@ -151,6 +151,24 @@ class ConsolidatingPlacer:
                 share = free.new_share(node)
                 return Placement(((node, 1),), share, job.gpu_milli, cpus, memory)
         return None
+
+    def _place_host(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
+        """A job of no GPUs: nowhere, unless it states CPUs or memory; then booked on the
+        node of ``pool`` that has them with the fewest CPUs free (best fit, as GPUs)."""
+        cpus, memory, room = _host_room(job, free)
+        if room is None:
+            return Placement(())
+        types = self._types(job, free)
+        nodes = free.cluster.nodes
+        fitting = [
+            i
+            for i, p in enumerate(free.pool_of)
+            if p == pool and (types is None or nodes[i].gpu_type in types) and room(i)
+        ]
+        if not fitting:
+            return None
+        best = min(fitting, key=lambda i: (free.cpus_free[i], free.memory_free[i], i))
+        return Placement(((best, 0),), cpus=cpus, memory_gb=memory)
 
     def _place_constrained(self, job: JobSpec, free: FreeGpus, pool: str) -> Placement | None:
         """A job that states CPUs or memory per node, or a gang shape (``nodes`` x
@@ -312,12 +330,15 @@ def _share_part(placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
         return ()
     ((index, _),) = placement.parts
     left = free.shares_left(index).get(placement.share, FULL_GPU - placement.milli)
+    # (the share is a label of the books: which physical GPU holds it is the backend's
+    # to say, at launch; naming the label here read as a GPU index and contradicted it)
     return (
         ScorePart(
             "gpu-share",
             float(FULL_GPU - left),
-            f"takes {placement.milli} milli-GPUs of shared GPU {placement.share}"
-            f" ({FULL_GPU - left} of {FULL_GPU} taken there now, {left} left)",
+            f"takes {placement.milli} milli-GPUs of a GPU shared on"
+            f" {free.cluster.nodes[index].name} ({FULL_GPU - left} of {FULL_GPU} taken there"
+            f" now, {left} left)",
         ),
     )
 
@@ -398,10 +419,14 @@ def _host_short(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str | No
     if job.cpus is None and job.memory_gb is None:
         return None
     cpus, memory = job.cpus or 0.0, job.memory_gb or 0.0
-    with_gpus = [i for i in usable if free.free[i] > 0]
+    with_gpus = [i for i in usable if free.free[i] > 0 or job.num_gpus == 0]
     short = [i for i in with_gpus if not free.has_room(i, cpus, memory)]
     if not short:
         return None
+    nodes = free.cluster.nodes
+    named = ", ".join(nodes[i].name for i in short[:3])
+    if len(short) > 3:
+        named += f" and {len(short) - 3:,} more"
     wants = ", ".join(
         f"{need:g} {unit}"
         for need, unit in ((job.cpus, "CPUs"), (job.memory_gb, "GB of memory"))
@@ -415,10 +440,11 @@ def _host_short(job: JobSpec, free: FreeGpus, usable: Sequence[int]) -> str | No
         )
         if need is not None
     )
+    which = "" if job.num_gpus == 0 else " with free GPUs"
     return (
-        f"{len(short)} of {plural(len(with_gpus), 'node')} with free GPUs"
-        f" {'lacks' if len(short) == 1 else 'lack'} the free CPUs or memory (the most free"
-        f" on one of them: {most}); the job needs {wants} on each node"
+        f"{len(short)} of {plural(len(with_gpus), 'node')}{which}"
+        f" {'lacks' if len(short) == 1 else 'lack'} the free CPUs or memory ({named}; the"
+        f" most free on one of them: {most}); the job needs {wants} on each node"
     )
 
 

@@ -87,8 +87,10 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
     ),
     ReasonCode.BEHIND_IN_ORDER: (
         "The job would fit on free GPUs now, but the policy serves jobs ahead of it first"
-        " (its queue order or a reservation). Its queue position says how many are"
-        " ahead; it starts as they are served."
+        " (its queue order or a reservation). Its sentence names them (the first three,"
+        " then how many more) and why the first of them waits; with none ahead it says"
+        " the job starts at the policy's next pass (the default profile re-plans every"
+        " 60 s)."
     ),
     ReasonCode.INSUFFICIENT_GPUS: (
         "Too few GPUs are free on the nodes open to the job; the sentence says who holds"
@@ -125,8 +127,9 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
     ),
     ReasonCode.INSUFFICIENT_HOST: (
         "A node lacks the CPUs or host memory the job states (cpus, memory_gb): it has"
-        " too few at all, or the nodes with free GPUs have too few left. Check the"
-        " job's statement; it waits for those nodes' jobs to end."
+        " too few at all, or the nodes with free GPUs (any node, for a job of no GPUs)"
+        " have too few left; the sentence names those nodes. Check the job's statement;"
+        " it waits for those nodes' jobs to end."
     ),
     ReasonCode.QUOTA_EXCEEDED: (
         "Starting the job would take its tenant past its quota (guaranteed GPUs plus"

@@ -28,12 +28,17 @@ from ilucid.core.model import (
     ProfileReport,
 )
 from ilucid.core.picklable import picklable
-from ilucid.core.placement import ConsolidatingPlacer, Placer, why_unplaced
+from ilucid.core.placement import (
+    ConsolidatingPlacer,
+    Placer,
+    explain_unplaceable,
+    why_unplaced,
+)
 from ilucid.core.progress_book import ProgressBook
 from ilucid.core.reason_codes import ReasonCode
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 from ilucid.core.type_speeds import TypeSpeeds
-from ilucid.core.wait_words import pool_open_to
+from ilucid.core.wait_words import plural, pool_open_to
 
 __all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
 
@@ -586,6 +591,8 @@ class Scheduler:
                 spec, self.free, pool
             ) is not None:
                 return ReasonCode.BEHIND_IN_ORDER
+        if spec.cpus is not None or spec.memory_gb is not None:  # CPUs or memory may bind
+            return explain_unplaceable(spec, self.free).code
         return ReasonCode.FRAGMENTED if any(n for _, n in pools) else ReasonCode.INSUFFICIENT_GPUS
 
     def expected_starts(
@@ -637,7 +644,34 @@ class Scheduler:
         blocked = why_unplaced(job.spec, self.free, self.placer, self.jobs.values(), self.partners)
         if blocked is not None:
             return f"pending{where}: {blocked.message}"
-        return f"pending{where}: fits now but {self.policy.name} runs jobs ahead of it first"
+        return f"pending{where}: {self._fits_now(job, position)}"
+
+    def _fits_now(self, job: JobState, position: int | None) -> str:
+        """Why a job that would fit now waits: the jobs ahead of it in the policy's order
+        (the first three of the queue named, the rest counted, and why the first waits),
+        else nothing but the next pass. Only the queue's head is walked: cheap at any
+        position (a replay's explainer asks at every event)."""
+        head: list[JobState] = []
+        order = self.policy.pending_order()
+        if order is not None:
+            for other in order:
+                if other is job or len(head) == 3:
+                    break
+                head.append(other)
+        count = position - 1 if position else len(head)
+        name = self.policy.name
+        if not head:
+            return f"fits now and nothing is ahead of it: {name} starts it at its next pass"
+        named = ", ".join(j.spec.id for j in head)
+        if count > len(head):
+            named += f" and {count - len(head):,} more"
+        first = head[0]
+        held = why_unplaced(first.spec, self.free, self.placer, self.jobs.values(), self.partners)
+        their = f"; {first.spec.id} waits: {held.message}" if held is not None else ""
+        return (
+            f"fits now, but {name} serves {plural(count, 'job')} ahead of it in its order"
+            f" first: {named}{their}"
+        )
 
 
 picklable(SchedulerConfig)

@@ -61,6 +61,16 @@ def _check_types(request: JobRequest, cluster: Cluster) -> list[int]:
             or node.gpu_memory_gb >= request.gpu_memory_gb
         )
     ]
+    of_kind = [node for node in cluster.nodes if request.gpu_type in (None, node.gpu_type)]
+    if request.gpu_memory_gb is not None and not any(n.gpu_memory_gb > 0 for n in of_kind):
+        # no node could be checked: the request would be taken on trust, then ignored
+        of_type = f" of type {request.gpu_type}" if request.gpu_type else ""
+        kinds = ", ".join(sorted({n.gpu_type for n in of_kind})) or "none"
+        raise ServiceError(
+            f"gpu_memory_gb: no GPU{of_type} here reports its memory (types here: {kinds},"
+            f" memory unknown), so {request.gpu_memory_gb:g} GB cannot be honoured; leave"
+            " it out"
+        )
     if request.gpu_memory_gb is not None and not fitting:
         largest = max((node.gpu_memory_gb for node in cluster.nodes), default=0.0)
         of_type = f" of type {request.gpu_type}" if request.gpu_type else ""
@@ -82,9 +92,12 @@ def _check_shape(request: JobRequest, sizes: list[int]) -> None:
             )
         big_enough = sum(1 for size in sizes if size >= request.gpus_per_node)
         if big_enough < request.nodes:
+            kind = f" of type {request.gpu_type}" if request.gpu_type else ""
+            if request.gpu_memory_gb is not None:
+                kind += f" with {request.gpu_memory_gb:g} GB or more"
             raise ServiceError(
                 f"nodes: a gang of {request.nodes} x {request.gpus_per_node} GPUs needs"
-                f" {request.nodes} nodes with {request.gpus_per_node} GPUs of the asked type;"
+                f" {request.nodes} nodes with {request.gpus_per_node} GPUs{kind} each;"
                 f" {big_enough} here"
             )
     if request.gpus > sum(sizes):

@@ -13,7 +13,7 @@ from ilucid.core.decision import Action
 from ilucid.service.db import JobRow
 from ilucid.service.lifecycle import NO_GPUS
 
-__all__ = ["OPENER_FIRST", "share_gpus", "why_these_gpus"]
+__all__ = ["OPENER_FIRST", "launched_words", "share_gpus", "why_these_gpus"]
 
 #: :func:`share_gpus`' answer when the share's first job has not launched yet
 OPENER_FIRST = "opener-first"
@@ -54,3 +54,16 @@ def share_gpus(
         if peer_row is not None and peer_row.gpu_indices not in ("", NO_GPUS):
             return tuple(int(g) for g in peer_row.gpu_indices.split(","))
     return OPENER_FIRST if peers and min(peers) < job_id else None
+
+
+def launched_words(placement: Placement, cluster: Cluster, on: str) -> str | None:
+    """For a share of one GPU: the physical GPU the backend launched it on, named where
+    the story says it launched (the placer's words name no GPU index: which GPU holds
+    a share is the backend's choice). None: a whole-GPU placement says it plainly."""
+    if placement.share is None or not placement.parts:
+        return None
+    ((index, _),) = placement.parts
+    return (
+        f"launched on GPU {on} of {cluster.nodes[index].name}, shared:"
+        f" {placement.milli} of its 1000 milli-GPUs"
+    )

@@ -63,7 +63,7 @@ from ilucid.service.job_store import (
     spec_of,
 )
 from ilucid.service.latency import Latency, PassSplit
-from ilucid.service.launch_words import share_gpus, why_these_gpus
+from ilucid.service.launch_words import launched_words, share_gpus, why_these_gpus
 from ilucid.service.launched_jobs import LaunchedJobs
 from ilucid.service.lifecycle import (
     NO_GPUS,
@@ -626,12 +626,15 @@ class Reconciler:
             return
         if gpus is not None:
             on = ",".join(map(str, gpus)) or NO_GPUS
+            said = f"launched on GPUs {on}"
+            if state is not None and state.placement is not None and gpus:
+                said = launched_words(state.placement, self.cluster, on) or said
             self.store.transition(
                 session,
                 row,
                 Phase.RUNNING,
                 Cause(Stimulus.LAUNCH, pass_id),
-                f"launched on GPUs {on}",
+                said,
                 MoveDetail(gpus=on),
             )
             self._launched.launched(row.id)

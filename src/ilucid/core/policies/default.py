@@ -409,7 +409,7 @@ class DefaultPlan(ReplanningPolicy):
             return  # stopped already, as a victim's partner
         why = (
             f"{self.name}: {self.leveled.describe(job, step.now)};"
-            " jobs ahead of it in the order need its GPUs"
+            f" jobs ahead of it in the order need its GPUs{self._taking}"
         )
         partner = self._pairs.get(job.seq)
         if partner is not None:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import cast
 
 from ilucid.core.decision import Reason
+from ilucid.core.free_gpus import FULL_GPU
 from ilucid.core.jobs import JobState, JobStatus
 from ilucid.core.model import JobSpec
 from ilucid.core.policies.plan import PlanBase
@@ -50,7 +51,7 @@ _BULK = 2048
 #: stale heap entries tolerated beyond twice the live ones before a sweep drops them
 _SLACK = 1024
 #: a walk's head in one GPU count's bucket: (entry, GPUs, block, offset)
-_Head = tuple[Entry, int, int, int]
+_Head = tuple[Entry, float, int, int]
 #: key of an entry no job has (seqs count from 0) whose value the collector always tracks
 _ANCHOR = -1
 
@@ -69,8 +70,9 @@ class ReplanningPolicy(PlanBase):
         #: young collections walk all its entries, 40 ms of a 100 ms pass at 200k jobs
         self._entry: dict[int, Entry] = {_ANCHOR: cast(Entry, (math.nan, []))}
         self._running = SortedSums()
-        self._pending: dict[int, SortedBlocks] = {}  # GPUs -> sorted pending entries
-        self._sizes: list[int] = []
+        #: GPUs (a share of one GPU: its fraction) -> sorted pending entries
+        self._pending: dict[float, SortedBlocks] = {}
+        self._sizes: list[float] = []
         self._pending_count = 0
         self._crossings: list[tuple[float, int, float]] = []  # (time, seq, since)
         #: jobs re-keyed by their own progress -> the one crossing of theirs that counts
@@ -79,12 +81,14 @@ class ReplanningPolicy(PlanBase):
         self._dirty = False
         self._in_pass = False  # inside schedule(): its own preemptions need no re-plan
         self.replans = 0  # passes that re-planned (a subclass acts after them)
+        #: while a pass preempts: the jobs it chose ahead of the one stopped, named
+        self._taking = ""
 
     # -- bookkeeping -------------------------------------------------------------
     def _add_pending(self, job: JobState) -> None:
-        entry = self.order.pending_entry(job)
+        entry = _weighed(self.order.pending_entry(job), job.spec)
         self._entry[job.seq] = entry
-        gpus = job.spec.num_gpus
+        gpus = entry[-1]
         bucket = self._pending.get(gpus)
         if bucket is None:
             bucket = self._pending[gpus] = SortedBlocks()
@@ -94,11 +98,12 @@ class ReplanningPolicy(PlanBase):
 
     def _remove_pending(self, job: JobState) -> None:
         entry = self._entry.pop(job.seq)
-        self._pending[job.spec.num_gpus].remove(entry)
+        self._pending[entry[-1]].remove(entry)
         self._pending_count -= 1
 
     def _add_running(self, job: JobState, now: float) -> None:
         entry, crossing = self.order.rekey(job, now)
+        entry = _weighed(entry, job.spec)
         self._entry[job.seq] = entry
         self._running.add(entry)
         if self._measured_due and job.seq in self._measured_due:
@@ -133,6 +138,7 @@ class ReplanningPolicy(PlanBase):
         seq = job.seq
         self._running.remove(self._entry[seq])
         entry, crossing = self.order.rekey(job, now)
+        entry = _weighed(entry, job.spec)
         self._entry[seq] = entry
         self._running.add(entry)
         due = self._measured_due
@@ -188,6 +194,7 @@ class ReplanningPolicy(PlanBase):
         order, entries = self.order, self._entry
         order.refresh(job, now)
         fresh, crossing = order.rekey(job, now)
+        fresh = _weighed(fresh, job.spec)
         old = entries[job.seq]
         if fresh == old:
             not_yet.append(item)  # rounding: crosses strictly after this instant
@@ -349,9 +356,11 @@ class ReplanningPolicy(PlanBase):
                 if victim.placement is not None:
                     for node, _ in victim.placement.parts:
                         displaced.setdefault(node, {})[victim.spec.id] = victim
+                self._taking = _takers(chosen, entry, jobs)
                 self._preempt(step, victim)
         finally:
             self._in_pass = False
+            self._taking = ""
         self._start_chosen(step, chosen, displaced)
 
     def _walk(self, step: SchedulingPass, quota: float) -> tuple[list[Entry], list[Entry]]:
@@ -398,8 +407,9 @@ class ReplanningPolicy(PlanBase):
                 chosen.append(candidate)
                 quota -= candidate[-1]
             low, below_low = high, below_high
-            if quota <= 0:
-                victims.extend(running.iter_range(low, None))
+            if quota <= 0 and not any(head[1] <= 0 for head in heads):  # (none of 0 GPUs)
+                # every running job left out needs GPUs: one of none holds none to give
+                victims.extend(e for e in running.iter_range(low, None) if e[-1] > 0)
                 return chosen, victims
 
     def _start_chosen(
@@ -444,11 +454,34 @@ class ReplanningPolicy(PlanBase):
         return step.try_start(job, f"{self.name}: within the GPU quota in its order")
 
     def _preempt(self, step: SchedulingPass, job: JobState) -> None:
-        step.preempt(job, f"{self.name}: jobs ahead in its order need its GPUs")
+        step.preempt(job, f"{self.name}: jobs ahead in its order need its GPUs{self._taking}")
 
     def _keeps_key(self, job: JobState) -> bool:
         """Whether a running job's key is fixed until it ends (its re-keys are void)."""
         return False
+
+
+def _takers(chosen: list[Entry], victim: Entry, jobs: dict[int, JobState]) -> str:
+    """``: j1, j2, j3 and 4 more``: the jobs of GPUs a pass chose ahead of ``victim`` in
+    its order (all it chose, when none is ahead), which its GPUs go to."""
+    takers = [c for c in chosen if c[-1] > 0]
+    ahead = [c for c in takers if c < victim] or takers
+    if not ahead:
+        return ""
+    named = ", ".join(jobs[int(c[-2])].spec.id for c in ahead[:3])
+    more = f" and {len(ahead) - 3:,} more" if len(ahead) > 3 else ""
+    return f": {named}{more}"
+
+
+def _weighed(entry: Entry, spec: JobSpec) -> Entry:
+    """``entry`` with the GPUs the walk counts for its job: a share of one GPU counts as
+    its fraction (two halves hand out one GPU of the quota, as they take one GPU), not
+    as the whole GPU its count says. Weights an order set otherwise (a packed job's
+    count) stay."""
+    milli = spec.gpu_milli
+    if milli >= FULL_GPU or entry[-1] != spec.num_gpus:
+        return entry
+    return (*entry[:-1], spec.num_gpus * milli / FULL_GPU)
 
 
 def _request(spec: JobSpec) -> tuple[object, ...]:
