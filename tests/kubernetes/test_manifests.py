@@ -28,7 +28,7 @@ from rbac_rules import DEPLOY_DIR, ROLE_KINDS, granted, load_manifests, manifest
 
 NAMESPACE = "ilucid-system"
 SERVICE_ACCOUNT = "ilucid"
-IMAGE = "ghcr.io/ilucid/ilucid:0.1.0"
+IMAGE = "localhost/ilucid:0.1.0"  # what deploy/container/Containerfile builds
 PORT = 8787
 QUEUE_LABEL = "ilucid.io/queue"
 EXAMPLES_DIR = DEPLOY_DIR / "examples"
