@@ -206,6 +206,8 @@ def test_install_steps_run_ilucid_from_the_wheel(wheel: Path, tmp_path: Path) ->
         env=_clean_env(),
     )
     assert version.stdout.startswith(f"ilucid {VERSION}"), version.stdout + version.stderr
+    if shutil.which("cc") or shutil.which("gcc"):  # the builder stage installs gcc
+        assert "core: compiled (mypyc, " in version.stdout, version.stdout
 
 
 def test_install_script_refuses_a_folder_without_one_wheel(tmp_path: Path) -> None:
