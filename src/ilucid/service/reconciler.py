@@ -280,7 +280,9 @@ class Reconciler:
             row,
             Phase.RUNNING,
             Cause(Stimulus.ADOPTED, restart),
-            f"found {found} on GPUs {gpus} after a restart",
+            f"found {found} on GPUs {gpus} after a restart"
+            if observed.gpus
+            else f"found {found} without GPUs (CPU-only) after a restart",
             MoveDetail(gpus=gpus),
         )
 
@@ -692,7 +694,7 @@ class Reconciler:
                 row,
                 Phase.RUNNING,
                 Cause(Stimulus.LAUNCH, pass_id),
-                f"launched on GPUs {on}",
+                f"launched on GPUs {on}" if gpus else "launched without GPUs (CPU-only)",
                 MoveDetail(gpus=on),
             )
             self._launched.launched(row.id)
