@@ -58,7 +58,7 @@ def test_start_decision_carries_reason_and_score_parts() -> None:
     parts = ConsolidatingPlacer().explain(JobSpec("b", 0.0, 2, 10.0), placement, scheduler.free)
     assert [(p.plugin, p.value) for p in parts] == [("consolidation", -1.0), ("best-fit", 0.0)]
     assert [str(p) for p in parts] == [
-        "consolidation -1 (spans 1 node (node0))",
+        "consolidation -1 (spans 1 node: node0)",
         "best-fit +0 (leaves 0 GPUs free there)",
     ]
 

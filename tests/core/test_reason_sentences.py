@@ -312,7 +312,7 @@ def test_score_parts_never_read_minus_zero() -> None:
     scheduler.free.take(placement)
     parts = ConsolidatingPlacer().explain(job("b", 2), placement, scheduler.free)
     assert [str(p) for p in parts] == [
-        "consolidation -1 (spans 1 node (node0))",
+        "consolidation -1 (spans 1 node: node0)",
         "best-fit +0 (leaves 0 GPUs free there)",
     ]
     assert math.copysign(1.0, ScorePart("best-fit", -0.0, "").value) == 1.0

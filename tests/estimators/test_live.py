@@ -50,7 +50,7 @@ def test_no_history_says_there_is_no_estimate() -> None:
     estimate = live.estimate(JobSpec("x", 1.7e9, 1, 0.0, user="alice"))
     assert estimate.seconds is None and estimate.version == NONE
     assert estimate.note == (
-        "no estimate: no finished job yet (too little history for a model: 0 of 30 finished jobs)"
+        "no estimate: no finished job yet; too little history for a model: 0 of 30 finished jobs"
     )
 
 
@@ -62,7 +62,7 @@ def test_too_little_history_falls_back_to_the_users_median_then_everyones() -> N
     assert alice.version == MEDIAN and alice.seconds == 1800.0
     assert alice.note == (
         "estimate 1,800 s: median of alice's past jobs"
-        " (too little history for a model: 3 of 30 finished jobs)"
+        "; too little history for a model: 3 of 30 finished jobs"
     )
     newcomer = live.estimate(JobSpec("y", 10.0, 1, 0.0, user="dave"))
     assert newcomer.seconds == 1800.0 and "median of all recent past jobs" in newcomer.note

@@ -262,7 +262,7 @@ def test_median_fallback_is_explained_and_an_early_refit_is_refused(tmp_path: Pa
     assert estimate["source"] == "median" and estimate["version"] == "median"
     assert estimate["text"].startswith("estimate ")
     assert estimate["text"].endswith(
-        ": median of alice's past jobs (too little history for a model: 1 of 30 finished jobs)"
+        ": median of alice's past jobs; too little history for a model: 1 of 30 finished jobs"
     )
     first_estimate = client.get(f"/jobs/{first}/explain", headers=alice).json()["estimate"]
     assert first_estimate["source"] == "none" and first_estimate["seconds"] is None

@@ -185,7 +185,7 @@ def test_estimate_terms_read_back_what_format_estimate_wrote() -> None:
     intercept = 6.5
     seconds = math.expm1(intercept + sum(t.value for t in terms))
     note = format_estimate(DurationEstimate(seconds, "v7", intercept, terms, ""))
-    read = estimate_terms(f"estimate 600 s given by the user (the model's: {note})")
+    read = estimate_terms(f"estimate 600 s given by the user; the model's: {note}")
     assert read is not None and read["version"] == "v7" and read["intercept"] == intercept
     named = read["terms"]
     assert [t["term"] for t in named[:5]] == [f"f{i}=v{i}" for i in range(5)]

@@ -133,7 +133,7 @@ def test_below_min_jobs_the_fallback_and_its_wording_are_the_services() -> None:
     first = annotator.explain(jobs[0].id)
     assert first is not None and first.version == NONE and first.seconds is None
     assert first.note == (
-        "no estimate: no finished job yet (too little history for a model: 0 of 1000 finished jobs)"
+        "no estimate: no finished job yet; too little history for a model: 0 of 1000 finished jobs"
     )
     assert given[jobs[0].id] == NO_HISTORY_S
     # from the second day on: the service's median fallback, made at the day's refit
@@ -155,7 +155,7 @@ def test_below_min_jobs_the_fallback_and_its_wording_are_the_services() -> None:
     last = annotator.explain(jobs[-1].id)
     assert last is not None and last.note.startswith(f"estimate {last.seconds:,.0f} s: median of ")
     assert last.note.endswith(
-        f"(too little history for a model: {len(done)} of 1000 finished jobs)"
+        f"; too little history for a model: {len(done)} of 1000 finished jobs"
     )
 
 

@@ -64,6 +64,9 @@ class ObservedJob:
     #: the job's own last progress report, (step, total) (``docs/progress.md``); None
     #: when it reported none or the backend does not read reports
     progress: tuple[float, float] | None = None
+    #: when an EXITED job ended (wall-clock seconds), where the backend recorded it (the
+    #: local runner's exit file); None when it cannot say
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

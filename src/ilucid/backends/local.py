@@ -222,6 +222,14 @@ class LocalBackend:
         except OSError:
             return None
 
+    def _written_at(self, job_id: str, name: str) -> float | None:
+        """When the job's file was last written: the runner writes ``exit`` once, as the
+        job ends, so a restarted service knows when a job it did not watch ended."""
+        try:
+            return (self._dir(job_id) / name).stat().st_mtime
+        except OSError:
+            return None
+
     # -- protocol ----------------------------------------------------------------------
     def observe(self) -> Observation:
         self._prune_old_logs()
@@ -267,7 +275,12 @@ class LocalBackend:
             self._children.pop(job_id, None)
             self._stopping.pop(job_id, None)
             return ObservedJob(
-                job_id, ProcessState.EXITED, gpus, int(exit_text), self.parts_of(gpus)
+                job_id,
+                ProcessState.EXITED,
+                gpus,
+                int(exit_text),
+                self.parts_of(gpus),
+                ended_at=self._written_at(job_id, "exit"),
             )
         if not alive:
             self._children.pop(job_id, None)

@@ -27,6 +27,7 @@ from ilucid.core.placement import never_placeable
 from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler, tiresias_overrides
 from ilucid.estimators.profiles import profile_dir
 from ilucid.settings.profile_file import resolve_policies
+from ilucid.sim.explainer import merged_waits
 from ilucid.sim.metrics import summarize
 from ilucid.sim.progress_reports import ProgressReports
 from ilucid.sim.replay_types import SimResult
@@ -247,7 +248,7 @@ def _print_explanation(job_id: str, policy: str, result: SimResult, detail: list
         f" {record.first_start:,.0f}, end {record.end:,.0f} (JCT {record.jct:,.0f} s,"
         f" waited {record.queueing_delay:,.0f} s)"
     )
-    for reason, seconds in sorted(result.waits.items(), key=lambda kv: -kv[1]):
+    for reason, seconds in merged_waits(result.waits):  # one line per kind of reason
         print(f"  waited {seconds:,.0f} s: {printable(reason)}")
     for time, text in result.story:
         print(f"  t={time:,.0f}: {printable(text)}")

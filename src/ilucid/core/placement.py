@@ -258,8 +258,9 @@ class ConsolidatingPlacer:
             ScorePart(
                 "consolidation",
                 -float(len(placement.parts)),
-                f"spans {plural(len(placement.parts), 'node')}"
-                f" ({', '.join(nodes[i].name for i in placement.node_indices)})",
+                # shown inside "consolidation -1 (...)": no parentheses of its own
+                f"spans {plural(len(placement.parts), 'node')}:"
+                f" {', '.join(nodes[i].name for i in placement.node_indices)}",
             ),
             ScorePart(
                 "best-fit",

@@ -223,9 +223,10 @@ class LiveDurationModel:
             value = float(row[key])
             if not math.isnan(value):
                 contribution = Contribution(key, math.log1p(value), f"{value:g} s")
-                note = f"estimate {value:,.0f} s: median of {whose} past jobs ({why})"
+                # no parentheses: the note is shown inside other sentences
+                note = f"estimate {value:,.0f} s: median of {whose} past jobs; {why}"
                 return DurationEstimate(value, MEDIAN, 0.0, (contribution,), note)
-        return DurationEstimate(None, NONE, 0.0, (), f"no estimate: no finished job yet ({why})")
+        return DurationEstimate(None, NONE, 0.0, (), f"no estimate: no finished job yet; {why}")
 
 
 def training_set(finished: Iterable[FinishedJob]) -> tuple[list[FeatureRow], list[float]]:

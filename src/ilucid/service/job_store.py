@@ -120,13 +120,16 @@ def _user_phase(phase: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MoveDetail:
-    """What a move carries besides its target: a launch's GPUs, an end's exit code, a
-    start's profiling limit, a failed attempt's retry time."""
+    """What a move carries besides its target: a launch's GPUs, an end's exit code and
+    time, a start's profiling limit, a failed attempt's retry time."""
 
     gpus: str | None = None
     exit_code: int | None = None
     limit_s: float | None = None
     retry_at: float | None = None
+    #: when an end happened, where it was before the move (a job that ended while the
+    #: service was down): its end time, not the restart's
+    ended_at: float | None = None
 
 
 _Handler = Callable[[JobRow, float, MoveDetail, Phase], None]
@@ -159,7 +162,7 @@ def _requeue(row: JobRow, _now: float, detail: MoveDetail, _to: Phase) -> None:
 
 def _end(row: JobRow, now: float, detail: MoveDetail, to: Phase) -> None:
     row.state = to.value
-    row.end_time = now
+    row.end_time = now if detail.ended_at is None else min(now, detail.ended_at)
     if detail.exit_code is not None:
         row.exit_code = detail.exit_code
     row.stopping = None

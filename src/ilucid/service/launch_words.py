@@ -24,6 +24,8 @@ def why_these_gpus(scheduler: Scheduler, cluster: Cluster, decision: Decision) -
     state = scheduler.jobs.get(decision.job_id)
     if decision.action is not Action.START or decision.placement is None or state is None:
         return ""
+    if state.spec.num_gpus <= 0:
+        return _cpu_only(cluster, decision.placement)
     parts = scheduler.placer.explain(state.spec, decision.placement, scheduler.free)
     if not parts:
         return ""
@@ -32,6 +34,21 @@ def why_these_gpus(scheduler: Scheduler, cluster: Cluster, decision: Decision) -
     # + 0.0: a score of -0.0 reads as +0
     terms = "; ".join(f"{p.plugin} {p.value + 0.0:+g} ({p.detail})" for p in parts)
     return f". Why these GPUs ({where}): {terms}"
+
+
+def _cpu_only(cluster: Cluster, placement: Placement) -> str:
+    """A job without GPUs: no GPU choice to explain ("Why these GPUs ()" said nothing),
+    only what it books and where (``. CPU-only: 2 CPUs on node n0``)."""
+    booked = []
+    if placement.cpus > 0:
+        booked.append(f"{placement.cpus:g} CPU{'' if placement.cpus == 1 else 's'}")
+    if placement.memory_gb > 0:
+        booked.append(f"{placement.memory_gb:g} GB of memory")
+    names = [cluster.nodes[i].name for i in placement.node_indices]
+    if not names:
+        return ". CPU-only: it uses no GPUs"
+    what = " and ".join(booked) if booked else "no GPUs"
+    return f". CPU-only: {what} on node {', '.join(names)}"
 
 
 def share_gpus(

@@ -80,6 +80,7 @@ from ilucid.service.pass_queries import (
 )
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.progress_keeper import ProgressKeeper
+from ilucid.service.restart_outcome import RestartOutcome, ended_while_down, exit_unknown
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
 
 __all__ = ["Reconciler"]
@@ -90,6 +91,8 @@ _PREEMPTED_GONE = "its preempted process is gone"
 _CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
 
 _ALIVE = (ProcessState.RUNNING, ProcessState.STOPPING)
+#: phases of a launched job the service watches with no intent of its own to settle
+_WATCHED = (Phase.RUNNING, Phase.DECIDED)
 
 
 class Reconciler:
@@ -134,8 +137,9 @@ class Reconciler:
         self.profiles = False
         #: nodes the cluster manager took out of service, with its reason (last pass)
         self.excluded: dict[str, str] = {}
-        #: running jobs found alive (or ended unseen) and taken back at the last rebuild
-        self.readopted: list[str] = []
+        #: what the last rebuild found of the jobs stored running (``readopted``: those
+        #: taken back; after a policy change, also those that ended since the last pass)
+        self.outcome = RestartOutcome()
         self.backend_queue = BackendQueue(
             capabilities,
             backend.name,
@@ -148,10 +152,19 @@ class Reconciler:
         self._new_policy: Callable[[], Policy]
 
     # -- recovery ----------------------------------------------------------------------
-    def rebuild(self, new_policy: Callable[[], Policy], profiles: bool) -> None:
+    @property
+    def readopted(self) -> list[str]:
+        """Running jobs taken back at the last rebuild."""
+        return self.outcome.readopted
+
+    def rebuild(
+        self, new_policy: Callable[[], Policy], profiles: bool, restart: bool = False
+    ) -> None:
         """A fresh core from the database; running jobs re-adopted from the backend
         (``new_policy`` makes the policy, again when the cluster changes; ``profiles``:
-        whether it runs profiling runs). Every stored intent is finished or re-issued."""
+        whether it runs profiling runs). Every stored intent is finished or re-issued.
+        ``restart``: the service (or this replica's leadership) begins here, so a job
+        whose process ended did so while no one watched: its recorded exit ends it now."""
         self._new_policy = new_policy
         self._launched.forget_all()  # read again from the database at the next pass
         policy = new_policy()
@@ -159,10 +172,10 @@ class Reconciler:
         self.profiles = profiles
         self.cluster = seen.cluster
         self.scheduler = Scheduler(self.cluster, policy, config=self.config)
-        self.readopted = []
+        self.outcome = RestartOutcome()
         self.retries.waiting = {}
         node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
-        restart = new_stimulus_id("restart")
+        moves = new_stimulus_id("restart")
         stops: list[str] = []
         with Session(self.store.engine) as session:
             rows = session.scalars(
@@ -173,7 +186,7 @@ class Reconciler:
             now = self.clock()
             for row in rows:
                 observed = seen.jobs.get(row.id)
-                if self._recover(session, row, observed, node_index, now, restart):
+                if self._recover(session, row, observed, node_index, now, moves, restart):
                     stops.append(row.id)
             self.progress.rebuilt()
             session.commit()
@@ -194,12 +207,11 @@ class Reconciler:
         node_index: dict[str, int],
         now: float,
         restart: str,
+        after_down: bool,
     ) -> bool:
         """Put one stored open job back into the new core; True when its process must be
-        asked to stop (again)."""
+        asked to stop (again). ``after_down``: the service was not watching until now."""
         alive = observed is not None and observed.state in _ALIVE
-        # a process that ended while the service was down is adopted too: the first
-        # pass records how it ended (requeueing it would run it twice)
         ended = observed is not None and observed.state is ProcessState.EXITED
         gone = Cause(Stimulus.STOPPED, restart)
         current = phase(row)
@@ -210,20 +222,22 @@ class Reconciler:
             self._forgets.append(row.id)
             self.store.transition(session, row, Phase.CANCELLED, gone, _CANCELLED_GONE)
             return False
+        if row.state == RUNNING and ended and after_down and current in _WATCHED:
+            assert observed is not None
+            self._ended_while_down(session, row, observed, now, restart)
+            return False
         if row.state == RUNNING and (alive or ended):
+            # a process that ended since the last pass (or, under a stop intent, while the
+            # service was down) is adopted too: the first pass records how it ended
+            # (requeueing it would run it twice)
             assert observed is not None
             self._adopt(row, observed, node_index, now)
-            self.readopted.append(row.id)
+            if alive:
+                self.outcome.readopted.append(row.id)
+            else:
+                self.outcome.ended.append((row.id, f"exit {observed.exit_code}"))
             if current is Phase.DECIDED:  # launched, but the crash beat the record
-                gpus = ",".join(map(str, observed.gpus)) or NO_GPUS
-                self.store.transition(
-                    session,
-                    row,
-                    Phase.RUNNING,
-                    Cause(Stimulus.ADOPTED, restart),
-                    f"found running on GPUs {gpus} after a restart",
-                    MoveDetail(gpus=gpus),
-                )
+                self._found_launched(session, row, observed, restart)
             return alive and row.stopping is not None
         ask_stop = False
         if current is Phase.STOPPING_PREEMPT:
@@ -238,15 +252,64 @@ class Reconciler:
             self._forgets.append(row.id)
             requeue = Cause(Stimulus.RESTART, restart)
             if current is Phase.STOPPING_CANCEL:
+                self.outcome.ended.append((row.id, "cancelled"))
                 self.store.transition(session, row, Phase.CANCELLED, gone, _CANCELLED_GONE)
                 return False
             if current is Phase.STOPPING_RESTART:
                 self.store.transition(session, row, Phase.DECIDED, gone, _PREEMPTED_GONE)
-            reason = "not running after a restart"
+            if current is Phase.DECIDED and observed is None:  # the crash beat the launch
+                self.outcome.requeued.append((row.id, "never launched"))
+                reason = "decided before the restart, never launched: requeued"
+            else:
+                why = observed.reason if observed is not None else None
+                self.outcome.requeued.append((row.id, "exit unknown"))
+                reason = exit_unknown(why)
             self.store.transition(session, row, Phase.PENDING, requeue, reason)
         if not self.retries.held_at_restart(session, row, now):  # else: until its retry
             self.retries.submit(self.scheduler, row)
         return ask_stop
+
+    def _found_launched(
+        self, session: Session, row: JobRow, observed: ObservedJob, restart: str
+    ) -> None:
+        """A job launched just before a crash that beat the launch's record."""
+        gpus = ",".join(map(str, observed.gpus)) or NO_GPUS
+        found = "running" if observed.state in _ALIVE else "launched"
+        self.store.transition(
+            session,
+            row,
+            Phase.RUNNING,
+            Cause(Stimulus.ADOPTED, restart),
+            f"found {found} on GPUs {gpus} after a restart"
+            if observed.gpus
+            else f"found {found} without GPUs (CPU-only) after a restart",
+            MoveDetail(gpus=gpus),
+        )
+
+    def _ended_while_down(
+        self, session: Session, row: JobRow, observed: ObservedJob, now: float, restart: str
+    ) -> None:
+        """A job whose process ended while the service was down: its recorded exit ends
+        it at once, at the time the backend recorded (never in the core's books)."""
+        if phase(row) is Phase.DECIDED:
+            self._found_launched(session, row, observed, restart)
+        code = observed.exit_code
+        final = Phase.SUCCEEDED if code == 0 else Phase.FAILED
+        at = now if observed.ended_at is None else min(now, observed.ended_at)
+        self.store.transition(
+            session,
+            row,
+            final,
+            Cause(Stimulus.EXIT, restart),
+            ended_while_down(code, observed.ended_at, now),
+            MoveDetail(exit_code=code, ended_at=at),
+        )
+        self._forgets.append(row.id)
+        self.outcome.ended.append((row.id, f"exit {code}"))
+        if final is Phase.SUCCEEDED and row.first_start is not None:
+            self.durations.finished(spec_of(row), max(0.0, at - row.first_start))
+        else:
+            self._scored_unfinished(row, at)
 
     def _adopt(
         self,
@@ -626,7 +689,7 @@ class Reconciler:
             return
         if gpus is not None:
             on = ",".join(map(str, gpus)) or NO_GPUS
-            said = f"launched on GPUs {on}"
+            said = f"launched on GPUs {on}" if gpus else "launched without GPUs (CPU-only)"
             if state is not None and state.placement is not None and gpus:
                 said = launched_words(state.placement, self.cluster, on) or said
             self.store.transition(

@@ -72,7 +72,7 @@ def estimate_json(row: JobRow) -> dict[str, Any]:
     if row.estimate_s is not None:
         source, seconds = "user", spec_of(row).expected_duration
         said = estimate_sentence(row, 0.0) or f"estimate {seconds:,.0f} s"
-        text = f"{said} (the model's: {note})"
+        text = f"{said}; the model's: {note}"  # the note has parentheses of its own
     else:
         source, seconds, text = row.estimate_version or "none", row.model_estimate_s, note
     return {

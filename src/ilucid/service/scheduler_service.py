@@ -71,6 +71,7 @@ from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.progress_view import progress_sentence
 from ilucid.service.reconciler import Reconciler
+from ilucid.service.restart_outcome import RestartOutcome
 from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
 
@@ -147,7 +148,7 @@ class SchedulerService:
             max_retries=max_retries,
         )
         with self.lock:
-            self._rebuild()
+            self._rebuild(restart=True)
 
     # -- what the pieces hold, for the API and the tests ---------------------------------
     @property
@@ -171,9 +172,17 @@ class SchedulerService:
         """Running jobs taken back at the last rebuild (start, policy change, leadership)."""
         return self.reconciler.readopted
 
-    def _rebuild(self) -> None:
+    @property
+    def restart_outcome(self) -> RestartOutcome:
+        """What the last rebuild found of every job stored running."""
+        return self.reconciler.outcome
+
+    def _rebuild(self, restart: bool = False) -> None:
+        """``restart``: this service (or replica, as it becomes leader) starts watching."""
         name = self.policy_name
-        self.reconciler.rebuild(lambda: self.policy_factory(name), needs_profiler(name))
+        self.reconciler.rebuild(
+            lambda: self.policy_factory(name), needs_profiler(name), restart=restart
+        )
 
     # -- requests ----------------------------------------------------------------------
     def submit(self, request: JobRequest) -> str:
@@ -350,7 +359,7 @@ class SchedulerService:
         if leading and not self.leading:
             with self.lock:
                 self.store.catch_up_job_numbers()
-                self._rebuild()
+                self._rebuild(restart=True)
         self.leading = leading
         return leading
 

@@ -234,6 +234,7 @@ class WalkForwardEstimates:
         self._finished: list[FinishedJob] = []  # in end order
         self._batch_of: dict[str, tuple[BatchEstimates, int]] = {}
         self._single: dict[str, DurationEstimate] = {}  # jobs no batch knew
+        self._made_at: dict[str, float] = {}  # when a batch estimated each job
         self.fit_lag = retrain_every / 7 if fit_lag is None else fit_lag
         if not 0 <= self.fit_lag < retrain_every:
             raise ValueError(f"fit_lag must be in [0, {retrain_every:g}) s, got {self.fit_lag}")
@@ -339,6 +340,7 @@ class WalkForwardEstimates:
         batch = self.live.estimate_many(jobs)
         for index, job in enumerate(jobs):
             self._batch_of[job.id] = (batch, index)
+            self._made_at[job.id] = start
             self.model_of[job.id] = batch.version
 
     def close(self) -> None:
@@ -365,6 +367,12 @@ class WalkForwardEstimates:
             batch, index = found
             return batch.explain(index)
         return self._single.get(job_id)
+
+    def made_at(self, job_id: str) -> float | None:
+        """When the job's estimate was made: the refit (or model installation) whose
+        batch held it, from the history known then; None for a job estimated alone,
+        at its submission."""
+        return self._made_at.get(job_id) if job_id in self._batch_of else None
 
     def explain(self, job_id: str) -> DurationEstimate | None:
         """The service's kind of explanation of a job's estimate (:meth:`estimate_of`)."""

@@ -11,12 +11,52 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ilucid.core import Action, Decision, JobSpec, ProfileReport, Scheduler
+from ilucid.core import Action, Decision, JobSpec, Placement, ProfileReport, Scheduler
 
-__all__ = ["Explainer"]
+__all__ = ["Explainer", "merged_waits"]
 
 #: the queue position changes every pass: waits are summed without it
 _POSITION = re.compile(r" \(position \d+ in [\w-]+ order\)")
+#: a count in a reason (``13``, ``1,800``, ``0.5``), never part of a name (node0, syn-000215)
+_SLOT = "\0"  # where a count stood (no sentence holds a NUL)
+_NUMBER = re.compile(r"(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w-])")
+
+
+def merged_waits(waits: dict[str, float]) -> list[tuple[str, float]]:
+    """The reasons a job waited, those that differ only in their counts merged into one
+    line with each count's range (``8-13 GPUs are free but on 2 nodes``) and their
+    seconds summed; longest wait first."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for reason, seconds in waits.items():
+        groups.setdefault(_NUMBER.sub(_SLOT, reason), []).append((reason, seconds))
+    merged = []
+    for template, members in groups.items():
+        total = sum(seconds for _, seconds in members)
+        if len(members) == 1:
+            merged.append((members[0][0], total))
+            continue
+        counts = [[float(n.replace(",", "")) for n in _NUMBER.findall(r)] for r, _ in members]
+        ranges = [_span(list(slot)) for slot in zip(*counts, strict=True)]
+        words = template.split(_SLOT)
+        said = words[0] + "".join(a + b for a, b in zip(ranges, words[1:], strict=True))
+        merged.append((said, total))
+    return sorted(merged, key=lambda item: -item[1])
+
+
+def _span(values: list[float]) -> str:
+    """``8`` when every member said 8, else ``8-13``."""
+    low, high = min(values), max(values)
+    return _count(low) if low == high else f"{_count(low)}-{_count(high)}"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,}"
+
+
+def _cpu_only(scheduler: Scheduler, placement: Placement) -> str:
+    """A job without GPUs starts with no GPU choice to explain."""
+    names = ", ".join(scheduler.cluster.nodes[i].name for i in placement.node_indices)
+    return f"CPU-only: no GPUs, on node {names}" if names else "CPU-only: it uses no GPUs"
 
 
 class Explainer:
@@ -43,6 +83,9 @@ class Explainer:
             self.story.append((now, decision.explain()))
             if decision.action is Action.START and decision.placement is not None:
                 assert spec is not None
+                if spec.num_gpus <= 0:  # no GPU choice to explain
+                    self.story.append((now, _cpu_only(scheduler, decision.placement)))
+                    continue
                 parts = scheduler.placer.explain(spec, decision.placement, scheduler.free)
                 terms = "; ".join(f"{p.plugin} {p.value:+g} ({p.detail})" for p in parts)
                 self.story.append((now, "why these nodes: " + terms))

@@ -56,12 +56,19 @@ def _detail(
         explained = annotator.explain(job_id)
         # the service's wording: "estimate N s by duration model vK = exp(...) - 1",
         # or the median fallback's note
+        said = "" if explained is None else format_estimate(explained)
         if explained is None:
-            lines.append("estimate: none made")
+            said = "estimate: none made"
         elif explained.seconds is None:
-            lines.append(f"{format_estimate(explained)}; the replay used {NO_HISTORY_S:,.0f} s")
-        else:
-            lines.append(format_estimate(explained))
+            said += f"; the replay used {NO_HISTORY_S:,.0f} s"
+        made, spec = annotator.made_at(job_id), next((j for j in jobs if j.id == job_id), None)
+        if made is not None and spec is not None and made < spec.submit_time:
+            # a batch's estimate counts the jobs finished at its refit, not at submission
+            said = (
+                f"estimated at t={made:,.0f}, the refit before its submission at"
+                f" t={spec.submit_time:,.0f}: {said}"
+            )
+        lines.append(said)
     if isinstance(world, LucidWorld):
         spec = next((j for j in jobs if j.id == job_id), None)
         if spec is not None:

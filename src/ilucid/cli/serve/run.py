@@ -77,6 +77,9 @@ def _serve(args: argparse.Namespace) -> int:
     if service.readopted:
         ids = ", ".join(service.readopted)
         logger.info("re-adopted %s (%s)", _count(len(service.readopted), "running job"), ids)
+    outcome = service.restart_outcome.sentence()
+    if outcome is not None and (service.restart_outcome.ended or service.restart_outcome.requeued):
+        logger.info("%s", outcome)  # every job the stop listed, by what became of it
     try:
         _serve_until_stopped(args, service, gate)
     finally:

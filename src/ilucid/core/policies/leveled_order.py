@@ -173,8 +173,8 @@ class LeveledEstimateOrder(EstimateOrder):
         estimated seconds left, GPUs, and the stated claim it overran (None: none)
         (taken now, written later)."""
         attained = job.attained_at(now)
-        gpus = max(1, job.spec.num_gpus)
-        left = max(0.0, self.estimate(job) - attained / gpus)
+        gpus = job.spec.num_gpus
+        left = max(0.0, self.estimate(job) - attained / max(1, gpus))
         return self.level(job, attained), attained, left, gpus, self.overran.get(job.seq)
 
     def words(self, facts: Facts) -> str:
@@ -184,7 +184,11 @@ class LeveledEstimateOrder(EstimateOrder):
         else:
             where = f"level {level} of {len(self.levels)} (attained {attained:,.0f} GPU-s"
             where += f" < {self.levels[level]:,.0f})" if level < len(self.levels) else ", lowest)"
-        said = f"{where}, estimated {left:,.0f} s x {gpus} GPU(s) left"
+        said = (
+            f"{where}, estimated {left:,.0f} s x {gpus} GPU(s) left"
+            if gpus > 0
+            else f"{where}, estimated {left:,.0f} s left, CPU-only"  # never "x 1 GPU(s)"
+        )
         if overran is not None:
             said += f" (it overran its estimate of {overran:,.0f} s, which counts no more)"
         return said
