@@ -40,7 +40,8 @@ def test_a_half_gpu_job_is_explained_on_the_gpu_it_was_launched_on(tmp_path: Pat
             + [d["message"] for d in result["decisions"]]
             + [line["text"] for line in result["story"]]
         )
-        assert "launched on GPU 1 of " in said, said
+        assert "on GPU 1 of vm, shared: 500 of its 1000 milli-GPUs" in said, said
+        assert not re.search(r"\([^()]*\(", said), said  # no nested parentheses either
         named = set(re.findall(r"\bGPUs? (\d+)", said))
         assert named == {"1"}, said  # no other GPU index anywhere in its story
     finally:

@@ -246,7 +246,8 @@ def _print_explanation(job_id: str, policy: str, result: SimResult, detail: list
     print(
         f"\n{printable(job_id)} under {policy}: submitted {record.submit:,.0f}, first start"
         f" {record.first_start:,.0f}, end {record.end:,.0f} (JCT {record.jct:,.0f} s,"
-        f" waited {record.queueing_delay:,.0f} s)"
+        f" waited {record.queueing_delay:,.0f} s before its first start; the lines below"
+        " count every pending spell, after preemptions too)"
     )
     for reason, seconds in merged_waits(result.waits):  # one line per kind of reason
         print(f"  waited {seconds:,.0f} s: {printable(reason)}")

@@ -338,8 +338,8 @@ def _share_part(placement: Placement, free: FreeGpus) -> tuple[ScorePart, ...]:
             "gpu-share",
             float(FULL_GPU - left),
             f"takes {placement.milli} milli-GPUs of a GPU shared on"
-            f" {free.cluster.nodes[index].name} ({FULL_GPU - left} of {FULL_GPU} taken there"
-            f" now, {left} left)",
+            f" {free.cluster.nodes[index].name}: {FULL_GPU - left} of {FULL_GPU} taken there"
+            f" now, {left} left",
         ),
     )
 

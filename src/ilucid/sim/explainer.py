@@ -20,6 +20,9 @@ _POSITION = re.compile(r" \(position \d+ in [\w-]+ order\)")
 #: a count in a reason (``13``, ``1,800``, ``0.5``), never part of a name (node0, syn-000215)
 _SLOT = "\0"  # where a count stood (no sentence holds a NUL)
 _NUMBER = re.compile(r"(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w-])")
+#: which jobs are ahead, and why the first of them waits, change at every event: a wait's
+#: summary keeps how many were ahead (the story has the rest)
+_AHEAD = re.compile(r"(ahead of it in its order first): .*$")
 
 
 def merged_waits(waits: dict[str, float]) -> list[tuple[str, float]]:
@@ -27,7 +30,8 @@ def merged_waits(waits: dict[str, float]) -> list[tuple[str, float]]:
     line with each count's range (``8-13 GPUs are free but on 2 nodes``) and their
     seconds summed; longest wait first."""
     groups: dict[str, list[tuple[str, float]]] = {}
-    for reason, seconds in waits.items():
+    for said, seconds in waits.items():
+        reason = _AHEAD.sub(r"\1", said)
         groups.setdefault(_NUMBER.sub(_SLOT, reason), []).append((reason, seconds))
     merged = []
     for template, members in groups.items():
