@@ -110,7 +110,10 @@ def earlier_run(data: Path) -> str:
 
 
 def _populate(served: Served) -> None:
-    """A quick job and a failing one end, two 2-GPU jobs fill the 4 GPUs, a third waits."""
+    """A quick job and a failing one end, two 2-GPU jobs fill the 4 GPUs, a third waits.
+
+    The two run for 15 minutes (the fixture kills them at its end): with a minute they
+    ended under CI's load before the module's last page, and the third started."""
     engine = make_engine(served.db_url)
     served.evil_token = create_token(engine, EVIL_USER, EVIL_TENANT)
     engine.dispose()
@@ -119,9 +122,9 @@ def _populate(served: Served) -> None:
     failing = served.submit(["sh", "-c", "exit 3"], 1, token=served.evil_token)
     served.wait("the failing job", lambda: served.job(failing)["state"] == "failed")
     served.ended = [served.quick, failing]
-    served.first = served.submit(["sleep", "60"], 2)
+    served.first = served.submit(["sleep", "900"], 2)
     # the second reports its progress through its file (its output stays the XSS alone)
-    reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; sleep 60'
+    reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; sleep 900'
     served.second = served.submit(["sh", "-c", reports, XSS], 2)
 
     def launched() -> bool:

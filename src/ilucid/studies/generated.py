@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ilucid.studies.gavel_world import GavelWorld
 from ilucid.traces import InferenceTrace
+from ilucid.traces.csv_cells import formula_safe
 from ilucid.traces.inference import InferenceInstance
 
 __all__ = [
@@ -118,22 +119,24 @@ def write_generated_share(
     nodes_path = folder / GENERATED_NODES_FILE
     with nodes_path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["sn", "cpu_milli", "memory_mib", "gpu", "model"])
+        writer.writerow(formula_safe(["sn", "cpu_milli", "memory_mib", "gpu", "model"]))
         for index in range(nodes):
             gpus = 4 if index % 4 == 3 else 8
             model = _MODELS[index % len(_MODELS)]
-            writer.writerow([f"gen-node-{index:03d}", 96000, 393216, gpus, model])
+            writer.writerow(formula_safe([f"gen-node-{index:03d}", 96000, 393216, gpus, model]))
     pods_path = folder / GENERATED_PODS_FILE
     shares = [share for share, _, _ in _POD_MIX]
     with pods_path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"])
+        writer.writerow(
+            formula_safe(["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"])
+        )
         for index in range(pods):
             _, gpus, milli = rng.choices(_POD_MIX, shares)[0]
             milli = milli if milli is not None else rng.choice(_FRACTIONS)
             cpu = rng.choice((1000, 2000, 4000, 8000)) * gpus
             memory = rng.choice((4096, 8192, 16384, 32768)) * gpus
             spec = rng.choice(_MODELS) if rng.random() < 0.1 else ""
-            writer.writerow([f"gen-pod-{index:05d}", cpu, memory, gpus, milli, spec])
+            writer.writerow(formula_safe([f"gen-pod-{index:05d}", cpu, memory, gpus, milli, spec]))
     how = f"generated pods and nodes(pods={pods}, nodes={nodes}, seed={seed}) written to {folder}"
     return pods_path, nodes_path, how
