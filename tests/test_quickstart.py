@@ -239,10 +239,11 @@ class QuickStart:
     def states(self) -> dict[str, str]:
         """Each job's state, from ``ilucid jobs``."""
         rows = self.shell(".venv/bin/ilucid", "jobs").splitlines()
+        state = rows[0].split().index("STATE")  # every cell before it is one word
         return {
-            cells[0]: cells[4]
+            cells[0]: cells[state]
             for cells in (row.split() for row in rows[2:])
-            if len(cells) >= 5 and re.fullmatch(r"j\d+", cells[0])
+            if len(cells) > state and re.fullmatch(r"j\d+", cells[0])
         }
 
     def interrupt(self) -> None:

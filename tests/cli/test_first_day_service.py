@@ -138,7 +138,7 @@ def test_client_commands_find_the_service_from_another_directory(site: Site) -> 
     elsewhere = _folder("ilucid-elsewhere-")
     result = site.ilucid("jobs", cwd=elsewhere)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[:2] == ["ID", "USER"]
+    assert result.stdout.split()[:2] == ["ID", "NAME"]
 
 
 def test_no_token_names_every_place_tried_and_each_fix(site: Site) -> None:
@@ -231,3 +231,28 @@ def test_queue_shows_why_each_job_waits(site: Site) -> None:
     assert "position" not in reason
     site.admin("cancel", holds.stdout.strip(), cwd=here)
     site.admin("cancel", waiting, cwd=here)
+
+
+def test_jobs_shows_each_name_and_a_share_as_its_fraction(site: Site) -> None:
+    """Point 7: ``--name`` was shown nowhere, and a half-GPU job listed as 1 GPU."""
+    here = _folder("ilucid-names-")
+    named = site.admin(
+        "submit",
+        "--gpus",
+        "1",
+        "--gpu-milli",
+        "500",
+        "--name",
+        "resnet-half",
+        "--",
+        "true",
+        cwd=here,
+    )
+    assert named.returncode == 0, named.stderr
+    job = named.stdout.strip()
+    result = site.admin("jobs", cwd=here)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[:5] == ["ID", "NAME", "USER", "CLASS", "GPUS"]
+    (row,) = [line for line in rows if line.startswith(job)]
+    assert row.split()[1:5] == ["resnet-half", "admin", "training", "0.5"], row

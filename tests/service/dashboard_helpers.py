@@ -124,7 +124,8 @@ def _populate(served: Served) -> None:
     served.ended = [served.quick, failing]
     served.first = served.submit(["sleep", "900"], 2)
     # the second reports its progress through its file (its output stays the XSS alone)
-    reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; sleep 900'
+    reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; '
+    reports += "sleep 900"
     served.second = served.submit(["sh", "-c", reports, XSS], 2)
 
     def launched() -> bool:

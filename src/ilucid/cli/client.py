@@ -200,13 +200,14 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/jobs")
-    header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND")
+    header = ("ID", "NAME", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND")
     cells = [
         (
             j["id"],
+            (j.get("name") or "-")[:24],
             j["user"],
             j["class"],
-            j["gpus"],
+            _gpus_cell(j["gpus"], j.get("gpu_milli", 1000)),
             j["state"],
             # only a running job holds GPUs; an ended one's last GPUs are history
             j["gpu_indices"] if j["state"] == "running" else "",
@@ -217,6 +218,13 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
     ]
     print_table(header, cells, align="l" * len(header))
     return 0
+
+
+def _gpus_cell(gpus: int, milli: int) -> str:
+    """``0.5`` for a half-GPU share: a share is not a whole GPU."""
+    if milli >= 1000 or gpus == 0:
+        return str(gpus)
+    return f"{gpus * milli / 1000:g}"
 
 
 #: a reason longer than this is cut (``ilucid explain JOB`` has the whole story)
