@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 
+from ilucid.backends.file_tail import read_tail
 from ilucid.backends.progress_read import MAX_FILE_BYTES, Progress, last_in_output, parse_file
 
 __all__ = ["OUTPUT_TAIL_BYTES", "Stamped", "newest", "read_output_tail", "read_progress_file"]
@@ -28,19 +29,11 @@ Stamped = tuple[Progress, float]
 
 def read_output_tail(path: Path | str, tail_bytes: int = OUTPUT_TAIL_BYTES) -> Stamped | None:
     """The last report in the end of the output file at ``path``, if any."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    tail = read_tail(Path(path), None, tail_bytes)
+    if tail is None:
         return None
-    with contextlib.closing(os.fdopen(fd, "rb", buffering=0)) as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        start = max(0, info.st_size - tail_bytes)
-        handle.seek(start)
-        data = handle.read(tail_bytes)
-    found = last_in_output(data or b"", cut=start > 0)
-    return (found, info.st_mtime) if found is not None else None
+    found = last_in_output(tail.data, cut=tail.cut)
+    return (found, tail.mtime) if found is not None else None
 
 
 def read_progress_file(path: Path | str, owner: int | None = None) -> Stamped | None:

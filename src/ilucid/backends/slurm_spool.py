@@ -26,9 +26,9 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from ilucid.backends.accounts import Account
+from ilucid.backends.file_tail import Tail, read_tail
 
 __all__ = ["JobFiles", "Spool", "Tail", "in_folder", "read_owned", "read_tail"]
 
@@ -133,30 +133,6 @@ def _own_folder(folder: Path, uid: int, gid: int, mode: int) -> None:
         os.chown(folder, uid, gid, follow_symlinks=False)
     if stat.S_IMODE(info.st_mode) != mode:
         os.chmod(folder, mode, follow_symlinks=False)
-
-
-class Tail(NamedTuple):
-    """The end of a file: its bytes, whether anything came before them, its mtime."""
-
-    data: bytes
-    cut: bool
-    mtime: float
-
-
-def read_tail(path: Path, owner: int | None, tail_bytes: int) -> Tail | None:
-    """The last ``tail_bytes`` of the regular file at ``path``, opened without following
-    a link, if ``owner`` (None: anyone) owns it; None otherwise or if it is missing."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with contextlib.closing(os.fdopen(fd, "rb", buffering=0)) as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or (owner is not None and info.st_uid != owner):
-            return None
-        start = max(0, info.st_size - tail_bytes)
-        handle.seek(start)
-        return Tail(handle.read(tail_bytes) or b"", start > 0, info.st_mtime)
 
 
 def read_owned(path: Path, owner: int | None, tail_bytes: int) -> bytes | None:
