@@ -324,3 +324,41 @@ def test_a_job_of_another_account_is_preempted_held_past_its_reach_and_cancelled
         ] == ["CANCELLED"], ended
     finally:
         subprocess.run(["scancel", str(slurm_id)], env=slurm_cluster.env(), check=False)
+
+
+def test_a_job_named_as_ilucids_but_run_by_another_account_is_not_taken_for_it(
+    slurm_cluster: SlurmCluster,
+    slurm_account: str,
+    slurm_data: Path,
+    job_scratch: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any Slurm user may name a job ``ilucid-<tag>-<id>``: ilucid takes a job for its own
+    only when it runs as the account ilucid submitted that id for (here root, for an id
+    it never submitted), and says once that it ignored one."""
+    backend = SlurmBackend(slurm_data, slurm_conf=slurm_cluster.conf)
+    backend.enqueue("u000001", ["sleep", "60"], 1, run_as=slurm_account)
+    forged = subprocess.run(
+        [
+            *("runuser", "-u", slurm_account, "--", "sbatch", "--parsable", "--hold"),
+            *(f"--job-name={backend.prefix}u000002", "--wrap", "sleep 60"),
+        ],
+        env=slurm_cluster.env(),
+        cwd=job_scratch,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert forged.returncode == 0, forged.stderr
+    impostor = int(forged.stdout.strip().split(";")[0])
+    try:
+        with caplog.at_level("WARNING", logger="ilucid.backends.slurm"):
+            observed = backend.observe()
+            backend.observe()
+        assert "u000001" in observed.jobs  # its own job, run as its account: ilucid's
+        assert "u000002" not in observed.jobs
+        said = [r.getMessage() for r in caplog.records if str(impostor) in r.getMessage()]
+        assert len(said) == 1 and f"runs as {slurm_account}" in said[0], said
+    finally:
+        subprocess.run(["scancel", str(impostor)], env=slurm_cluster.env(), check=False)
+        backend.cancel("u000001")

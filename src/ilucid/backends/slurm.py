@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import subprocess
 import time
@@ -88,6 +89,8 @@ __all__ = ["SlurmBackend", "SlurmError"]
 logger = logging.getLogger(__name__)
 
 PREFIX = "ilucid-"
+#: what an ilucid job id may look like in a Slurm job's name
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: Slurm job states in which the job holds (or is about to hold) its allocation
 _ACTIVE = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STAGE_OUT"})
 _ENDED = frozenset(
@@ -141,6 +144,7 @@ class SlurmBackend:
         self.switches_users = os.geteuid() == 0
         self.spool = Spool(self.root.parent)
         self._files: dict[str, JobFiles] = {}  # ilucid id -> where its files are
+        self._impostors: set[int] = set()  # Slurm ids of jobs named as ours, said once
         if self.switches_users and self.spool.top.is_dir():
             self.spool.open_data_dir()  # running jobs of a past start reach their folders
         self.script = self.root / "ilucid-batch.sh"
@@ -258,7 +262,19 @@ class SlurmBackend:
         foreign: list[ForeignJob] = []
         for job in parse_jobs(self._json("squeue", "--json")):
             if job.name.startswith(self.prefix):
-                ours.setdefault(job.name.removeprefix(self.prefix), []).append(job)
+                job_id = job.name.removeprefix(self.prefix)
+                if self._submitted_by_us(job_id, job):
+                    ours.setdefault(job_id, []).append(job)
+                elif job.job_id not in self._impostors:
+                    self._impostors.add(job.job_id)
+                    logger.warning(
+                        "Slurm job %s is named as ilucid's job %r but runs as %s (uid %s),"
+                        " not as the account ilucid submitted that job for: ignored",
+                        job.job_id,
+                        job_id,
+                        job.user or "?",
+                        job.user_id,
+                    )
             elif self._opted_in(job):
                 foreign.append(foreign_job(job))
         self._jobs = ours
@@ -284,6 +300,21 @@ class SlurmBackend:
         """Logical nodes Slurm gives no new work at the last pass, with Slurm's reason
         (``drained: <reason>``, ``down: <reason>``)."""
         return dict(self.excluded)
+
+    def _submitted_by_us(self, job_id: str, job: SlurmJob) -> bool:
+        """A name proves nothing (any Slurm user may name a job so): ilucid's jobs run as
+        the account it submitted them for, recorded beside the job, else as this service."""
+        if not _JOB_ID.fullmatch(job_id):
+            return False
+        files = self._files.get(job_id) or self.spool.recorded(self.root / job_id)
+        expected = files.owner if files.owner is not None else os.geteuid()
+        uid = job.user_id
+        if uid < 0:  # an squeue without user_id: its user name
+            try:
+                uid = pwd.getpwnam(job.user).pw_uid
+            except KeyError:
+                return False
+        return uid == expected
 
     def _opted_in(self, job: SlurmJob) -> bool:
         tag = job.comment.split(":")[0]

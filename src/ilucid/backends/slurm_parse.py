@@ -302,6 +302,8 @@ class SlurmJob:
     #: what the job asked of each node: ``--mem`` (MiB) and its CPUs (0: not stated)
     memory_per_node_mib: int = 0
     min_cpus_per_node: int = 0
+    #: the uid it runs as (-1: not in squeue's answer)
+    user_id: int = -1
 
 
 def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
@@ -328,6 +330,7 @@ def parse_jobs(document: Mapping[str, Any]) -> list[SlurmJob]:
                 node_count=int(raw.get("node_count", 1) or 1),
                 memory_per_node_mib=memory,
                 min_cpus_per_node=cpus,
+                user_id=int(raw["user_id"]) if raw.get("user_id") is not None else -1,
             )
         )
     return jobs
