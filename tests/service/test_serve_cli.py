@@ -65,6 +65,7 @@ def test_submit_queue_explain_logs_and_cancel_through_the_cli(served) -> None:  
         "GPUS",
         "PROGRESS",
         "COMMAND",
+        "NAME",
     ]
     assert set(lines[1]) == {"-"}  # the rule under the header (plain text when piped)
     rows = {line.split()[0]: line.split() for line in lines[2:]}

@@ -200,11 +200,11 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/jobs")
-    header = ("ID", "NAME", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND")
+    # NAME last: scripts read the columns before it by position
+    header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND", "NAME")
     cells = [
         (
             j["id"],
-            (j.get("name") or "-")[:24],
             j["user"],
             j["class"],
             _gpus_cell(j["gpus"], j.get("gpu_milli", 1000)),
@@ -213,6 +213,7 @@ def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
             j["gpu_indices"] if j["state"] == "running" else "",
             progress_cell(j.get("progress")),  # the job's own report, if it made one
             " ".join(j["command"])[:40],
+            (j.get("name") or "")[:24],
         )
         for j in rows
     ]
