@@ -61,6 +61,7 @@ from ilucid.backends.base import (
     ProcessState,
 )
 from ilucid.backends.enter_check import can_enter
+from ilucid.backends.file_tail import read_tail
 from ilucid.backends.local import job_environment
 from ilucid.backends.progress_files import OUTPUT_TAIL_BYTES
 from ilucid.backends.progress_memo import ProgressMemo
@@ -81,7 +82,7 @@ from ilucid.backends.slurm_parse import (
     wait_status,
     with_run,
 )
-from ilucid.backends.slurm_spool import JobFiles, Spool, in_folder, read_owned, read_tail
+from ilucid.backends.slurm_spool import JobFiles, Spool, in_folder, read_owned
 from ilucid.core import Cluster
 
 __all__ = ["SlurmBackend", "SlurmError"]

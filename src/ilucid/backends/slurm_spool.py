@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ilucid.backends.accounts import Account
-from ilucid.backends.file_tail import Tail, read_tail
+from ilucid.backends.file_tail import read_tail
 
-__all__ = ["JobFiles", "Spool", "Tail", "in_folder", "read_owned", "read_tail"]
+__all__ = ["JobFiles", "Spool", "in_folder", "read_owned"]
 
 #: what the service reads of an exit file (a number and a newline)
 _EXIT_BYTES = 64
