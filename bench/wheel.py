@@ -31,13 +31,10 @@ def build(kind: str, out: Path) -> tuple[Path, float]:
     """One wheel (``compiled`` or ``pure``) and the seconds ``python -m build`` took."""
     env = {**os.environ, **({"ILUCID_COMPILE": "0"} if kind == "pure" else {})}
     started = time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    (wheel,) = out.glob("ilucid-*.whl")
+    # an sdist first, then the wheel from it in a clean folder: as a release builds it
+    # (nothing of this checkout's build/ is reused, and the sdist must hold all it needs)
+    _quiet([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], env)
+    (wheel,) = out.glob("ilucid-*.whl")  # beside the sdist
     return wheel, time.monotonic() - started
 
 
@@ -45,14 +42,23 @@ def fresh_env(where: Path, wheel: Path) -> Path:
     """A new virtual environment with the wheel (and its dependencies) installed."""
     venv.create(where, with_pip=True, clear=True)
     python = where / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)], check=True)
+    _quiet([str(python), "-m", "pip", "install", "--quiet", str(wheel)], dict(os.environ))
     return where / "bin" / "ilucid"
+
+
+def _quiet(command: list[str], env: dict[str, str]) -> None:
+    """Run a step; its output only when it fails."""
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command[:4])} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
 
 
 def replay(ilucid: Path, out: Path, limit: int | None) -> tuple[str, float, bytes]:
     """``ilucid --version`` and the default profile's Philly replay from outside the
     checkout: the version line, wall_s and the jobs CSV."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # it runs from outside the checkout: a relative trace folder (make's) is resolved here
+    env["ILUCID_TRACE_DIR"] = str(Path(os.environ["ILUCID_TRACE_DIR"]).resolve())
     version = subprocess.run(
         [ilucid, "--version"], env=env, cwd=out.parent, capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -34,6 +34,7 @@ def core_build() -> str:
     where = str(getattr(probe, "__file__", "") or "")
     if where.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
         return f"compiled (mypyc, {len(compiled_modules())} modules)"
+    # short: argparse wraps --version's line at 80 columns
     if compiled_modules():
-        return f"pure Python (compiled modules are installed, but {_PROBE} loaded from {where})"
-    return "pure Python (this install has no compiled modules: see setup.py)"
+        return "pure Python (its sources run ahead of the compiled install)"
+    return "pure Python (no compiled modules in this install)"
