@@ -1,6 +1,6 @@
 """Dataclasses whose ``__init__`` is written out by hand match their fields.
 
-Why written out: the compiled core (``make native``) leaves a dataclass's generated
+Why written out: the compiled core (the wheel, setup.py) leaves a dataclass's generated
 ``__init__`` to the interpreter, and a replay builds millions of jobs, placements,
 decisions and records; a hand-written one compiles to direct stores, about 15x
 faster per object. The price is a second list of the fields, so this test reads

@@ -1,6 +1,6 @@
 """Dataclasses that pickle by their fields, as the class's own ``__init__`` builds them.
 
-Compiled by mypyc (``make native``), two kinds of dataclass cannot be unpickled
+Compiled by mypyc (the wheel, setup.py), two kinds of dataclass cannot be unpickled
 the default way (an empty object from ``__new__``, then its state): a frozen one,
 whose state goes through its frozen ``__setattr__``, and one that writes its own
 ``__init__``, which mypyc's ``__new__`` runs (with no arguments, so it fails).
