@@ -11,7 +11,6 @@ slurmctld and slurmd. The tests skip, saying why, only where that cannot work
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from unix_accounts import ensure_account
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_harness import HERE, SlurmCluster
@@ -78,12 +78,7 @@ def slurm_account() -> str:
     Slurm backend runs no job without one."""
     if os.geteuid() != 0:
         pytest.skip("submitting Slurm jobs as another account needs root")
-    try:
-        pwd.getpwnam(SLURM_ACCOUNT)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        subprocess.run([useradd, "--system", "--no-create-home", SLURM_ACCOUNT], check=True)
-    return SLURM_ACCOUNT
+    return ensure_account(SLURM_ACCOUNT)
 
 
 @pytest.fixture

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ilucid.backends.base import ObservedJob, ProcessState
+from ilucid.backends.slurm import SlurmBackend
 
 HERE = Path(__file__).resolve().parent / "slurm"
 
@@ -46,3 +50,21 @@ class SlurmCluster:
         )
         if done.returncode != 0:
             raise RuntimeError(f"start_slurm.sh failed:\n{done.stderr[-3000:]}")
+
+
+def slurm_job(cluster: SlurmCluster, slurm_id: int) -> dict[str, object]:
+    """Slurm's own record of one job (``squeue --json``)."""
+    jobs = json.loads(cluster.squeue())["jobs"]
+    return next(j for j in jobs if j["job_id"] == slurm_id)
+
+
+def wait_for(backend: SlurmBackend, job_id: str, state: ProcessState) -> ObservedJob:
+    """The backend's view of ``job_id`` once it is in ``state`` (at most 60 s)."""
+    deadline = time.monotonic() + 60
+    seen = None
+    while time.monotonic() < deadline:
+        seen = backend.observe().jobs.get(job_id)
+        if seen is not None and seen.state is state:
+            return seen
+        time.sleep(0.3)
+    raise AssertionError(f"{job_id} never {state}; last seen {seen}")

@@ -4,7 +4,6 @@ reported and held again, not lost."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -13,9 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_harness import SlurmCluster
+from slurm_harness import SlurmCluster, slurm_job, wait_for
 
-from ilucid.backends.base import Capabilities, ObservedJob, ProcessState
+from ilucid.backends.base import Capabilities, ProcessState
 from ilucid.backends.slurm import SlurmBackend
 
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -55,22 +54,6 @@ def test_a_drained_node_is_excluded_with_slurms_reason_and_resuming_brings_it_ba
         time.sleep(0.2)
     assert said[-1] == {}, said
     assert all(set(s) == {"node2/a100", "node2/v100"} for s in said[:-1]), said
-
-
-def slurm_job(cluster: SlurmCluster, slurm_id: int) -> dict[str, object]:
-    jobs = json.loads(cluster.squeue())["jobs"]
-    return next(j for j in jobs if j["job_id"] == slurm_id)
-
-
-def wait_for(backend: SlurmBackend, job_id: str, state: ProcessState) -> ObservedJob:
-    deadline = time.monotonic() + 60
-    seen = None
-    while time.monotonic() < deadline:
-        seen = backend.observe().jobs.get(job_id)
-        if seen is not None and seen.state is state:
-            return seen
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id} never {state}; last seen {seen}")
 
 
 def test_a_job_whose_node_goes_down_is_reported_held_and_restarts_only_when_ilucid_says(

@@ -23,7 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_harness import SlurmCluster
+from slurm_harness import SlurmCluster, slurm_job, wait_for
 
 from ilucid.backends.base import ProcessState
 from ilucid.backends.slurm import SlurmBackend
@@ -257,21 +257,6 @@ def test_a_job_runs_on_slurm_as_its_tokens_account_with_its_output_in_that_accou
         assert shown.status_code == 200 and str(account.pw_uid) in shown.text, shown.text
     finally:
         engine.dispose()
-
-
-def slurm_job(cluster: SlurmCluster, slurm_id: int) -> dict[str, object]:
-    return next(j for j in json.loads(cluster.squeue())["jobs"] if j["job_id"] == slurm_id)
-
-
-def wait_for(backend: SlurmBackend, job_id: str, state: ProcessState) -> object:
-    deadline = time.monotonic() + 60
-    seen = None
-    while time.monotonic() < deadline:
-        seen = backend.observe().jobs.get(job_id)
-        if seen is not None and seen.state is state:
-            return seen
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id} never {state}; last seen {seen}")
 
 
 def test_a_job_of_another_account_is_preempted_held_past_its_reach_and_cancelled(

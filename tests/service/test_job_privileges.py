@@ -11,8 +11,6 @@ service's log, and a revoked token is refused at once.
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
 import stat
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from unix_accounts import ensure_account
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_helpers import free_port, run_ilucid, serve_command
@@ -36,12 +35,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def alice_account() -> str:
     """A real, unprivileged Unix account for Alice (created once per machine)."""
-    try:
-        pwd.getpwnam(ALICE)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        subprocess.run([useradd, "--system", "--no-create-home", ALICE], check=True)
-    return ALICE
+    return ensure_account(ALICE)
 
 
 @pytest.fixture
