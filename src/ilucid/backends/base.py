@@ -29,6 +29,8 @@ __all__ = [
     "ListsProcesses",
     "Observation",
     "ObservedJob",
+    "PowerState",
+    "PowersNodes",
     "ProcessState",
     "PublishesReasons",
     "QueuesJobs",
@@ -257,6 +259,36 @@ class SharesGpus(Protocol):
         ...
 
 
+class PowerState(StrEnum):
+    """Where an on-demand node (a cloud node the cluster manager brings up) stands."""
+
+    OFF = "off"  # powered down: costs nothing, a job placed there waits for its start-up
+    STARTING = "starting"  # asked up, not ready for jobs yet
+    ON = "on"  # up and billed
+    STOPPING = "stopping"  # asked down, not off yet
+
+
+@runtime_checkable
+class PowersNodes(Protocol):
+    """On-demand nodes (Slurm ``State=CLOUD`` nodes under power saving, a Kubernetes
+    node group that a ProvisioningRequest scales up): the cluster manager's own
+    machinery starts and stops them (Slurm's ``ResumeProgram``, cluster-autoscaler);
+    ilucid only asks, through the manager's API. Every on-demand node is in each
+    observation's cluster, whatever its power state, labelled ``pool=<name>``."""
+
+    def power_states(self) -> dict[str, PowerState]:
+        """The on-demand nodes of the last observation and their power state."""
+        ...
+
+    def power_up(self, node: str) -> None:
+        """Ask the cluster manager to bring ``node`` up (returns at once)."""
+        ...
+
+    def power_down(self, node: str) -> None:
+        """Ask the cluster manager to release ``node``; ilucid never asks under a job."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a backend can do beyond :class:`Backend`, found once when the service starts:
@@ -274,6 +306,7 @@ class Capabilities:
     shares: SharesGpus | None
     accounts: RunsJobsAsUsers | None = None
     caps_logs: CapsLogs | None = None
+    powers: PowersNodes | None = None
 
     @classmethod
     def of(cls, backend: Backend) -> Capabilities:
@@ -290,6 +323,7 @@ class Capabilities:
             shares=backend if isinstance(backend, SharesGpus) else None,
             accounts=backend if isinstance(backend, RunsJobsAsUsers) else None,
             caps_logs=backend if isinstance(backend, CapsLogs) else None,
+            powers=backend if isinstance(backend, PowersNodes) else None,
         )
 
     def names(self) -> list[str]:
@@ -307,5 +341,6 @@ class Capabilities:
             "shares GPUs": self.shares,
             "runs jobs as users": self.accounts,
             "caps logs": self.caps_logs,
+            "powers nodes": self.powers,
         }
         return [name for name, capability in present.items() if capability is not None]
