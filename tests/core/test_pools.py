@@ -45,8 +45,10 @@ def test_a_burst_says_why() -> None:
         jobs, Cluster((ONPREM, CLOUD)), make_policy("fifo"), config(10.0), explain="b"
     )
     story = " ".join(text for _, text in result.story)
+    # waiting 1,000 s x 4 GPUs at 10/GPU-h = 11.11, against 2.5 x 100 s x 4 GPUs = 0.28
     assert (
-        "on-prem wait expected 0.3 h" in story and "pool cloud (2.5/GPU-h, 300 s start-up)" in story
+        "burst to cloud (generic, 2.50/GPU-h): expected wait on-prem 0.3 h x 4 GPUs valued at"
+        " 10/GPU-h = 11.11 > cloud cost 0.28 + start-up 5 min" in story
     )
 
 

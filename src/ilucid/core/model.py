@@ -338,10 +338,20 @@ class PoolSpec:
     name: str
     cost_per_gpu_hour: float = 0.0
     startup_s: float = 0.0
+    #: nodes the cluster manager brings up on demand (powered down until a burst, and
+    #: released after ``idle_release_s`` with no job); False: always up, as on-prem is
+    on_demand: bool = True
+    idle_release_s: float = 600.0
+    #: at most this many of the pool's nodes up at once (None: all of them)
+    max_nodes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.cost_per_gpu_hour < 0 or self.startup_s < 0:
+        if not (self.cost_per_gpu_hour >= 0 and self.startup_s >= 0):
             raise ValueError(f"pool {self.name}: cost and start-up delay must be >= 0")
+        if not self.idle_release_s >= 0:
+            raise ValueError(f"pool {self.name}: idle_release_s must be >= 0")
+        if self.max_nodes is not None and self.max_nodes < 0:
+            raise ValueError(f"pool {self.name}: max_nodes must be >= 0")
 
 
 picklable(JobSpec, Node, Cluster, Placement, ProfileReport, Forecast, PoolSpec)

@@ -9,12 +9,15 @@ faithful prediction of what the service would decide.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
 
+from ilucid.core.cloud import CloudBudget, CloudPools, PowerChange, off_pool
 from ilucid.core.decision import Action, Decision, Reason, Words, written
 from ilucid.core.expected_start import FreeProfile, expected_remaining, project_starts
 from ilucid.core.free_gpus import FULL_GPU, MAIN_POOL, FreeGpus
@@ -41,6 +44,10 @@ from ilucid.core.type_speeds import TypeSpeeds
 from ilucid.core.wait_words import plural, pool_open_to
 
 __all__ = ["Policy", "PolicyBase", "Scheduler", "SchedulerConfig", "SchedulingPass"]
+
+#: a paid-pool job returns on-prem only when what it has left is this many times its
+#: restore cost (a move must pay for itself)
+RETURN_AFTER = 10.0
 
 
 class Policy(Protocol):
@@ -175,6 +182,19 @@ def _start_requests(pending: Iterable[JobState], now: float) -> Iterator[tuple[s
         yield job.spec.id, job.spec.num_gpus, remaining
 
 
+def _hours(hours: float) -> str:
+    return "no end in sight" if hours == float("inf") else f"{hours:.1f} h"
+
+
+def _money(amount: float) -> str:
+    """Whole units where they matter, cents on small sums (a 0.28 run is not "0")."""
+    return f"{amount:,.0f}" if abs(amount) >= 100 else f"{amount:,.2f}"
+
+
+def _minutes(seconds: float) -> str:
+    return "none (node up)" if seconds <= 0 else f"{seconds / 60.0:.0f} min"
+
+
 def _ran(job: JobState, now: float) -> float:
     """Seconds of service a job has had, as the core can know it (no true duration)."""
     gpus = job.spec.num_gpus
@@ -200,6 +220,8 @@ class SchedulerConfig:
     #: that cannot start on-prem bursts to a paid pool when its expected on-prem wait
     #: is worth more than the extra cost. None: never burst.
     value_of_wait: float | None = None
+    #: tenants' monthly budgets in paid pools, their own value of waiting, or cloud off
+    budgets: Mapping[str, CloudBudget] = field(default_factory=dict)
     #: how a job's GPU type is chosen on a cluster of several (``TYPE_RULES``):
     #: "speed-ratio" by its measured speedup relative to the median job's
     gpu_type_rule: str = "speed-ratio"
@@ -222,13 +244,14 @@ class SchedulingPass:
     sees it) and recorded as a decision.
     """
 
-    __slots__ = ("_ends", "_scheduler", "decisions", "now", "waiting_gpus")
+    __slots__ = ("_ends", "_scheduler", "decisions", "now", "waiting_gpus", "waiting_work")
 
     def __init__(self, scheduler: Scheduler, now: float) -> None:
         self._scheduler = scheduler
         self.now = now
         self.decisions: list[Decision] = []
         self.waiting_gpus = 0  # GPUs of jobs that failed to start on-prem earlier in this pass
+        self.waiting_work = 0.0  # and their expected GPU-seconds of work
         self._ends: list[tuple[float, int]] | None = None
 
     @property
@@ -246,6 +269,12 @@ class SchedulingPass:
     @property
     def config(self) -> SchedulerConfig:
         return self._scheduler.config
+
+    @property
+    def bursts(self) -> bool:
+        """Whether jobs that find no room on-prem may go to a paid pool (each is then
+        decided by its own expected wait, not by a request that found no room)."""
+        return self._scheduler.cloud is not None
 
     def try_start(
         self,
@@ -266,37 +295,112 @@ class SchedulingPass:
         if placement is not None:
             self.start(job, placement, why if isinstance(why, str) else why(), limit_s)
             return True
-        bursting = self._scheduler.config.value_of_wait is not None
-        if pool == MAIN_POOL and limit_s is None and bursting:
+        if pool == MAIN_POOL and limit_s is None and self._scheduler.cloud is not None:
             if self._burst(job, written(why if isinstance(why, str) else why())):
                 return True
             self.waiting_gpus += job.spec.num_gpus
+            remaining = expected_remaining(job.spec.expected_duration, _ran(job, self.now))
+            self.waiting_work += job.spec.num_gpus * remaining
         return False
 
     def _burst(self, job: JobState, why: str) -> bool:
-        """Start ``job`` in a paid pool when its expected on-prem wait is worth the price."""
-        config = self._scheduler.config
-        assert config.value_of_wait is not None
-        wait_h = self.expected_onprem_wait(self.waiting_gpus + job.spec.num_gpus) / 3600.0
-        run_h = job.spec.expected_duration / 3600.0
-        for spec in sorted(config.pools.values(), key=lambda p: p.cost_per_gpu_hour):
-            cost = spec.cost_per_gpu_hour * (run_h + spec.startup_s / 3600.0)
-            worth = config.value_of_wait * wait_h
-            if worth < cost:
-                continue
-            placement = self._scheduler.placer.place(job.spec, self._scheduler.free, spec.name)
+        """Start ``job`` in a paid pool when its expected on-prem wait, valued at its
+        tenant's value of waiting, is worth the run's price there (start-up included)
+        and fits what its tenant has left this month; a node still up from an earlier
+        burst is tried first (no start-up, or what is left of it). A refusal is kept,
+        with its numbers, for the job's explanation."""
+        scheduler = self._scheduler
+        config = scheduler.config
+        cloud = scheduler.cloud
+        assert cloud is not None
+        spec = job.spec
+        tenant = spec.tenant
+        budget = cloud.budget_of(tenant)
+        if budget is not None and not budget.cloud:
+            scheduler.cloud_words[spec.id] = f"tenant {tenant} keeps its jobs on-prem (cloud off)"
+            return False
+        value = config.value_of_wait
+        if budget is not None and budget.value_of_wait is not None:
+            value = budget.value_of_wait
+        if value is None or spec.num_gpus == 0:
+            return False
+        gpus = spec.num_gpus
+        wait_h = self.expected_onprem_wait(self.waiting_gpus + gpus) / 3600.0
+        run_h = expected_remaining(spec.expected_duration, _ran(job, self.now)) / 3600.0
+        worth = value * wait_h * gpus
+        refusal = ""
+        for pool in sorted(config.pools.values(), key=lambda p: p.cost_per_gpu_hour):
+            placement, startup = self._cloud_room(job, pool)
             if placement is None:
+                refusal = refusal or f"pool {pool.name} has no room for {plural(gpus, 'GPU')}"
                 continue
+            run_cost = pool.cost_per_gpu_hour * run_h * gpus
+            start_cost = pool.cost_per_gpu_hour * startup / 3600.0 * gpus
+            cost = run_cost + start_cost
+            rule = (
+                f"expected wait on-prem {_hours(wait_h)} x {plural(gpus, 'GPU')} valued at"
+                f" {value:g}/GPU-h = {_money(worth)}"
+                f" {'>' if worth >= cost else '<'} cloud cost {_money(run_cost)}"
+                f" + start-up {_minutes(startup)}"
+            )
+            if worth < cost:
+                refusal = f"stays on-prem: {rule}"
+                continue
+            money, hours = cloud.left(tenant, self.now)
+            if money is not None and cost > money:
+                refusal = (
+                    f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
+                    f" {max(money, 0.0):,.0f} of {budget.limit if budget else 0:,.0f} left this"
+                    f" month, less than the run's {cost:,.0f}"
+                )
+                continue
+            gpu_h = (run_h + startup / 3600.0) * gpus
+            if hours is not None and gpu_h > hours:
+                refusal = (
+                    f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
+                    f" {max(hours, 0.0):,.0f} of {budget.gpu_hours if budget else 0:,.0f}"
+                    f" GPU-hours left this month, less than the run's {gpu_h:,.0f}"
+                )
+                continue
+            gpu_type = scheduler.cluster.nodes[placement.parts[0][0]].gpu_type
+            price = pool.cost_per_gpu_hour
+            sentence = f"burst to {pool.name} ({gpu_type}, {price:.2f}/GPU-h): {rule}"
+            if money is not None and budget is not None and budget.limit is not None:
+                sentence += (
+                    f"; tenant {tenant} has {money:,.0f} of {budget.limit:,.0f} left this month"
+                )
             reason = Reason(
                 ReasonCode.BURST,
-                f"{why}; on-prem wait expected {wait_h:.1f} h, worth {worth:.2f} per GPU at"
-                f" {config.value_of_wait:g}/GPU-h, more than {cost:.2f} per GPU in pool"
-                f" {spec.name} ({spec.cost_per_gpu_hour:g}/GPU-h, {spec.startup_s:g} s start-up)",
-                {"startup_s": spec.startup_s, "wait_h": wait_h, "cost_per_gpu": cost},
+                f"{sentence}; {why}",
+                {"startup_s": startup, "wait_h": wait_h, "cost": cost, "worth": worth},
             )
-            self.start(job, placement, why, startup_s=spec.startup_s, reason=reason)
+            scheduler.cloud_words.pop(spec.id, None)
+            cloud.started(job, placement, pool.name, self.now)
+            self.start(job, placement, why, startup_s=startup, reason=reason)
             return True
+        if refusal:
+            scheduler.cloud_words[spec.id] = refusal
         return False
+
+    def _cloud_room(self, job: JobState, pool: PoolSpec) -> tuple[Placement | None, float]:
+        """Where ``job`` would run in ``pool``, and the start-up it would wait: nodes already
+        up first, else nodes brought up (within the pool's cap)."""
+        scheduler = self._scheduler
+        cloud = scheduler.cloud
+        assert cloud is not None
+        placement = scheduler.placer.place(job.spec, scheduler.free, pool.name)
+        if placement is not None:
+            return placement, max(cloud.warm_startup(i, self.now) for i, _ in placement.parts)
+        if not pool.on_demand:
+            return None, 0.0
+        placement = scheduler.placer.place(job.spec, scheduler.free, off_pool(pool.name))
+        if placement is None:
+            return None, 0.0
+        if pool.max_nodes is not None:
+            up = sum(1 for bill in cloud.up.values() if bill.pool == pool.name)
+            if up + len(placement.parts) > pool.max_nodes:
+                return None, 0.0
+        return placement, pool.startup_s
 
     def expected_onprem_wait(self, gpus: int) -> float:
         """Seconds until ``gpus`` on-prem GPUs are expected free (running jobs' estimates)."""
@@ -317,11 +421,16 @@ class SchedulingPass:
                 and j.placement.parts
                 and pool_of[j.placement.parts[0][0]] == MAIN_POOL
             )
+        last = self.now
         for end, count in self._ends:
             free += count
+            last = end
             if free >= gpus:
                 return end - self.now
-        return float("inf")
+        # more GPUs wait ahead than the running jobs free: they start in waves after
+        # those end, the work ahead spread over the pool's GPUs
+        capacity = max(free, 1)
+        return last - self.now + self.waiting_work / capacity
 
     def start(
         self,
@@ -334,6 +443,8 @@ class SchedulingPass:
     ) -> None:
         scheduler = self._scheduler
         scheduler.free.take(placement)
+        if scheduler.cloud_words:
+            scheduler.cloud_words.pop(job.spec.id, None)
         job.start(placement, self.now, startup_s)
         scheduler.policy.on_started(job, self.now)
         self.decisions.append(
@@ -390,6 +501,8 @@ class SchedulingPass:
         if partner is None:
             scheduler.free.give_back(job.placement)
         placement = job.placement
+        if scheduler.cloud is not None:
+            scheduler.cloud.left_pool(job.spec.id, self.now)
         job.stop(self.now, overhead, lost)
         scheduler.policy.on_preempted(job, self.now)
         cost = f"lost {lost:.0f} s of work since its last checkpoint; " if lost else ""
@@ -435,6 +548,15 @@ class Scheduler:
         #: speeds by type matter only on a cluster of several types
         self._typed = len({n.gpu_type for n in cluster.nodes}) > 1
         self.partners: dict[str, str] = {}  # packed job -> the job sharing its GPUs
+        #: paid pools' power and spending (None: no paid pool configured)
+        self.cloud: CloudPools | None = (
+            CloudPools.of(self.free, self.config.pools, self.config.budgets)
+            if self.config.pools
+            else None
+        )
+        #: why a pending job did not burst at its last try, for its explanation
+        self.cloud_words: dict[str, str] = {}
+        self._returned = False  # paid-pool jobs came home after the policy's last pass
         self._seq = 0
         self.pending_count = 0
 
@@ -465,6 +587,8 @@ class Scheduler:
             self.free.give_back(job.placement)
         else:  # the partner keeps the shared GPUs and now runs alone
             del self.partners[partner]
+        if self.cloud is not None:
+            self.cloud.left_pool(job_id, now)
         job.finish(now)
         self.policy.on_finished(job, now)
         del self.jobs[job_id]
@@ -492,6 +616,8 @@ class Scheduler:
         if job_id in self.partners:
             raise ValueError(f"{job_id} shares GPUs; packed jobs are not requeued alone")
         self.free.give_back(job.placement)
+        if self.cloud is not None:
+            self.cloud.left_pool(job_id, now)
         job.stop(now, self.config.overhead.for_job(job.spec))
         self.policy.on_preempted(job, now)
         self.pending_count += 1
@@ -504,19 +630,81 @@ class Scheduler:
         job.status = JobStatus.DONE
         self.policy.on_withdrawn(job, now)
         del self.jobs[job_id]
+        self.cloud_words.pop(job_id, None)
         self.progress_book.forget(job_id)
         self.pending_count -= 1
 
     def schedule(self, now: float) -> list[Decision]:
         self.type_speeds.now = now
         step = SchedulingPass(self, now)
+        if self.cloud is not None:
+            self._cloud_sweep(step)
         self.policy.schedule(step)
+        if self.cloud is not None and self.cloud.runs:
+            self._returned = self._cloud_return(step)
         for decision in step.decisions:
             self.pending_count += -1 if decision.action is Action.START else 1
         return step.decisions
 
     def next_wakeup(self, now: float) -> float | None:
-        return self.policy.next_wakeup(now)
+        wake = self.policy.next_wakeup(now)
+        if self.cloud is None:
+            return wake
+        if wake is not None and wake <= now and self._returned:
+            # the policy asks for a pass at once after jobs came home after its own pass
+            wake = math.nextafter(now, math.inf)
+        cloud = self.cloud.next_wakeup(now)
+        return cloud if wake is None or (cloud is not None and cloud < wake) else wake
+
+    def _cloud_sweep(self, step: SchedulingPass) -> None:
+        """Before the policy's pass: stop paid-pool jobs whose tenant reached its budget,
+        then release nodes idle long enough (a stopped job's node is idle from now)."""
+        cloud = self.cloud
+        assert cloud is not None
+        for job_id in cloud.over_budget(step.now):
+            job = self.jobs[job_id]
+            tenant = job.spec.tenant
+            budget = cloud.budget_of(tenant)
+            limit = "" if budget is None or budget.limit is None else f" of {budget.limit:,.0f}"
+            step.preempt(job, f"tenant {tenant} reached its cloud budget{limit} this month")
+            self.cloud_words[job_id] = (
+                f"tenant {tenant} spent its cloud budget{limit} this month: on-prem only"
+            )
+        cloud.sweep(step.now)
+
+    def _cloud_return(self, step: SchedulingPass) -> bool:
+        """After the policy's pass, on-prem GPUs it left free take paid-pool jobs home
+        (the costliest remaining run first) when the price of what is left of the run
+        there outweighs the restore: a burst pays for a peak, not for the job's life."""
+        cloud = self.cloud
+        assert cloud is not None
+        overhead = self.config.overhead
+        candidates = []
+        for job_id, run in cloud.runs.items():
+            job = self.jobs[job_id]
+            if job_id in self.partners or job.placement is None:
+                continue
+            left = expected_remaining(job.spec.expected_duration, _ran(job, step.now))
+            restore = overhead.for_job(job.spec) + self.config.lost_if_stopped(job, step.now)
+            if left > RETURN_AFTER * max(restore, 60.0):
+                candidates.append((run.price * run.gpus * left, job))
+        candidates.sort(key=lambda c: -c[0])
+        returned = False
+        for cost, job in candidates:
+            if self.free.pool_free.get(MAIN_POOL, 0) < job.spec.num_gpus:
+                break
+            placement = self.placer.place(job.spec, self.free, MAIN_POOL)
+            if placement is None:
+                continue
+            step.preempt(job, f"on-prem GPUs are free: returns home, saving {cost:,.0f}")
+            step.start(job, placement, "returns on-prem from a paid pool")
+            returned = True
+        return returned
+
+    def take_power_changes(self) -> list[PowerChange]:
+        """Nodes of paid pools to bring up or release, in the order decided (drivers act
+        on them: the service through the cluster manager, a replay by billing them)."""
+        return [] if self.cloud is None else self.cloud.take_changes()
 
     def profiled(self, job_id: str, now: float, report: ProfileReport) -> JobState:
         """A profiling run reached its limit: free its GPUs, hand the metrics to the policy.
@@ -530,6 +718,8 @@ class Scheduler:
         if job_id in self.partners:
             raise ValueError(f"job {job_id} shares GPUs; profiling runs are never packed")
         self.free.give_back(job.placement)
+        if self.cloud is not None:
+            self.cloud.left_pool(job_id, now)
         job.stop(now, self.config.overhead.for_job(job.spec))
         job.preemptions -= 1  # leaving the profiler is not a preemption
         self.pending_count += 1
@@ -638,13 +828,15 @@ class Scheduler:
             return f"{job_id} is {job.status.value}"
         position = self.policy.queue_position(job, now)
         where = f" (position {position} in {self.policy.name} order)" if position else ""
+        cloud = self.cloud_words.get(job_id)
+        also = "" if cloud is None else f"; cloud: {cloud}"
         special = self.policy.explain_wait(job, now)
         if special is not None:
-            return f"pending{where}: {special}"
+            return f"pending{where}: {special}{also}"
         blocked = why_unplaced(job.spec, self.free, self.placer, self.jobs.values(), self.partners)
         if blocked is not None:
-            return f"pending{where}: {blocked.message}"
-        return f"pending{where}: {self._fits_now(job, position)}"
+            return f"pending{where}: {blocked.message}{also}"
+        return f"pending{where}: {self._fits_now(job, position)}{also}"
 
     def _fits_now(self, job: JobState, position: int | None) -> str:
         """Why a job that would fit now waits: the jobs ahead of it in the policy's order

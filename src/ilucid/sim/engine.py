@@ -181,6 +181,7 @@ class Replay:
         self.last_time = start_time
         self.busy_total = 0.0  # GPUs held by at least one job, over time
         self.pool_gpu_s: dict[str, float] = {}
+        self.power_ups = 0
         self.events = 0
         self.done = 0
         self.waited = 0  # arrivals that could not start at once
@@ -216,6 +217,8 @@ class Replay:
                     spec = truth.spec if truth is not None else None
                     self.explainer.on_pass(scheduler, spec, decisions, now)
                 apply(decisions, now)
+                if scheduler.cloud is not None:
+                    self.power_ups += sum(c.up for c in scheduler.take_power_changes())
                 self.wake = wake = scheduler.next_wakeup(now)
                 if wake is not None and wake <= now:
                     raise RuntimeError(f"{self.policy.name} asked to wake at {wake} <= now {now}")
@@ -506,7 +509,15 @@ class Replay:
         heapq.heappush(self.heap, (end, self.tiebreak, truth, truth.version, kind))
 
     def _result(self) -> SimResult:
-        """What the replay measured, in the order jobs arrived."""
+        """What the replay measured, in the order jobs arrived. Paid-pool nodes still up
+        at the end are billed until their idle release, as the live service would."""
+        cloud = self.scheduler.cloud
+        bill: dict[str, tuple[float, float]] = {}
+        tenants: dict[str, float] = {}
+        if cloud is not None:
+            cloud.close_all(self.scheduler.jobs.values(), self.last_time)
+            bill = cloud.bill(self.last_time)
+            tenants = dict(cloud.tenant_cost)
         return SimResult(
             policy=self.policy.name,
             cluster_gpus=self.total_gpus,
@@ -520,6 +531,9 @@ class Replay:
             story=self.explainer.story if self.explainer is not None else [],
             waits=self.explainer.waits if self.explainer is not None else {},
             pool_gpu_seconds=self.pool_gpu_s,
+            cloud_bill=bill,
+            tenant_cloud_cost=tenants,
+            power_ups=self.power_ups,
         )
 
 

@@ -203,3 +203,8 @@ class SimResult:
     story: list[tuple[float, str]] = field(default_factory=list)  # decisions on the explained job
     waits: dict[str, float] = field(default_factory=dict)  # its reasons for waiting -> seconds
     pool_gpu_seconds: dict[str, float] = field(default_factory=dict)  # GPUs held x time, by pool
+    #: paid pools' bill for node time (up until released), by pool: (cost, GPU-hours)
+    cloud_bill: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: what each tenant's runs in paid pools cost (the budgets' measure)
+    tenant_cloud_cost: dict[str, float] = field(default_factory=dict)
+    power_ups: int = 0  # paid-pool nodes brought up

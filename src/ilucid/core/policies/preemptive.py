@@ -420,7 +420,7 @@ class ReplanningPolicy(PlanBase):
         is not placed again (a cluster that bursts to paid pools decides each job by its
         own expected wait)."""
         no_room: set[tuple[object, ...]] = set()
-        remember = step.config.value_of_wait is None
+        remember = not step.bursts
         # a job with measured GPU type speeds may wait for its fastest type: whether it
         # starts is its own (its wait so far), not its request's
         book = step.type_speeds
