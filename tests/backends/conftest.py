@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -22,35 +21,15 @@ import pytest
 from unix_accounts import ensure_account
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_harness import HERE, SlurmCluster
+from slurm_harness import SlurmCluster, started_cluster
 
 #: the ordinary account the Slurm tests' jobs run as (a root service submits each job as
 #: its token's account): the one tests/service/test_job_privileges.py gives Alice
 SLURM_ACCOUNT = "ilucid-alice"
 
 
-def _cluster(nodes: int, gres: str = "mixed") -> Iterator[SlurmCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("Slurm's daemons need root here (slurmctld runs as SlurmUser=root)")
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        pytest.skip("Slurm is not installed and apt-get is not available to install it")
-    directory = Path(tempfile.mkdtemp(prefix="ilucid-slurm-"))
-    directory.chmod(0o755)  # munged and job steps run as other users
-    cluster = SlurmCluster(directory, str(directory / "slurm.conf"), nodes, gres)
-    try:
-        cluster.start()
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        subprocess.run(["bash", str(HERE / "stop_slurm.sh"), str(directory)], check=False)
-        if "apt-get install failed" in str(exc):
-            pytest.skip(f"Slurm cannot be installed here: {exc}")
-        raise  # installed but not working: a failure, not a skip
-    yield cluster
-    subprocess.run(
-        ["bash", str(HERE / "stop_slurm.sh"), str(directory), "--purge"],
-        capture_output=True,
-        check=False,
-        timeout=120,
-    )
+def _cluster(nodes: int, gres: str = "mixed", cloud: int = 0) -> Iterator[SlurmCluster]:
+    yield from started_cluster(nodes, gres, cloud)
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +49,17 @@ def slurm_typed_nodes() -> Iterator[SlurmCluster]:
     """Two slurmd daemons, one GPU type each (issue 18's heterogeneous cluster): node1
     has 4 a100, node2 has 4 v100 (typed GRES: ``Gres=gpu:a100:4`` and ``Type=a100``)."""
     yield from _cluster(2, "split")
+
+
+@pytest.fixture(scope="session")
+def slurm_cloud_nodes() -> Iterator[SlurmCluster]:
+    """One ordinary node (node1) and two cloud nodes (cloud1, cloud2: ``State=CLOUD
+    Feature=pool_cloud``, 4 a100 + 4 v100 each) under Slurm's power saving, powered down
+    at the start: ``scontrol update NodeName=cloudN State=POWER_UP`` makes Slurm's
+    ResumeProgram start a slurmd for it, ``State=POWER_DOWN`` its SuspendProgram stop it
+    (``SlurmCluster.power_log()`` says which ran). Slurm never powers a node down by
+    itself here. Shared by the session: a test leaves the cloud nodes off."""
+    yield from _cluster(1, cloud=2)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,11 @@ Slurm 22.05 facts this relies on (see docs/slurm.md): ``--json`` ignores filters
 requeue fails the job, so a release waits ``requeue_delay_s`` after a requeue.
 
 The inventory follows the cluster (``sinfo`` every pass; nodes Slurm gives no work are in
-``excluded_nodes()`` with its reason). A job Slurm requeued itself (its node went down:
+``excluded_nodes()`` with its reason). Cloud nodes (``State=CLOUD`` under Slurm's power
+saving) are in the cluster whatever their power state, labelled ``pool=<name>``; ilucid
+powers them up and down with ``scontrol update NodeName=X State=POWER_UP|POWER_DOWN`` and
+Slurm's own ResumeProgram/SuspendProgram do the rest (docs/slurm.md, "Cloud nodes"). A
+job Slurm requeued itself (its node went down:
 restart count above the ``:run=N`` ilucid wrote in its comment at its last release) is held
 again and reported HELD with the reason (docs/slurm.md).
 
@@ -58,6 +62,7 @@ from ilucid.backends.base import (
     ForeignJob,
     Observation,
     ObservedJob,
+    PowerState,
     ProcessState,
 )
 from ilucid.backends.enter_check import can_enter
@@ -82,6 +87,7 @@ from ilucid.backends.slurm_parse import (
     wait_status,
     with_run,
 )
+from ilucid.backends.slurm_power import power_state
 from ilucid.backends.slurm_spool import JobFiles, Spool, in_folder, read_owned
 from ilucid.core import Cluster
 
@@ -171,6 +177,7 @@ class SlurmBackend:
         self.excluded: dict[str, str] = {}  # logical node -> why Slurm gives it no work
         self._ran_on: dict[str, str] = {}  # ilucid id -> Slurm's node list where it ran
         self._node_reasons: dict[str, str] = {}  # Slurm node -> why it takes no work
+        self.power: dict[str, PowerState] = {}  # logical cloud node -> its power state
         self._jobs: dict[str, list[SlurmJob]] = {}  # ilucid id -> its Slurm jobs
         self._foreign: list[ForeignJob] = []
         self._stopping: set[str] = set()
@@ -296,11 +303,55 @@ class SlurmBackend:
             name: reason for name, (node, _) in where.items() if (reason := why.get(node))
         }
         self._node_reasons = {name: reason for name, reason in why.items() if reason}
+        states = {node.name: power_state(node.flags) for node in nodes if node.cloud}
+        self.power = {name: states[node] for name, (node, _) in where.items() if node in states}
 
     def excluded_nodes(self) -> dict[str, str]:
         """Logical nodes Slurm gives no new work at the last pass, with Slurm's reason
         (``drained: <reason>``, ``down: <reason>``)."""
         return dict(self.excluded)
+
+    # -- cloud nodes (PowersNodes) ---------------------------------------------------------
+    def power_states(self) -> dict[str, PowerState]:
+        """The cloud nodes of the last observation (logical names, as in its cluster: the
+        two halves of a node with two GPU types power up and down together)."""
+        return dict(self.power)
+
+    def power_up(self, node: str) -> None:
+        """``scontrol update NodeName=X State=POWER_UP``: Slurm runs its ResumeProgram."""
+        self._run("scontrol", "update", f"NodeName={self._cloud_node(node)}", "State=POWER_UP")
+
+    def power_down(self, node: str) -> None:
+        """``scontrol update NodeName=X State=POWER_DOWN``: Slurm runs its SuspendProgram.
+        Refused while Slurm shows a job on the node (asked afresh: never under a job)."""
+        name = self._cloud_node(node)
+        for job in parse_jobs(self._json("squeue", "--json")):
+            if job.state in _ACTIVE and name in expand_hostlist(job.nodes):
+                ours = (
+                    job.name.removeprefix(self.prefix) if job.name.startswith(self.prefix) else None
+                )
+                which = (
+                    f"job {ours} (Slurm job {job.job_id})" if ours else f"Slurm job {job.job_id}"
+                )
+                raise ValueError(
+                    f"power down {node}: Slurm shows {which} {job.state} on {name};"
+                    " a node is released only when no job runs there"
+                )
+        self._run("scontrol", "update", f"NodeName={name}", "State=POWER_DOWN")
+
+    def _cloud_node(self, node: str) -> str:
+        """The Slurm node behind ``node`` (a logical name, or Slurm's own), which must be a
+        cloud node of the last observation."""
+        if self.cluster is None:
+            self._refresh()
+        physical = self.where[node][0] if node in self.where else node
+        if not any(self.where[name][0] == physical for name in self.power):
+            clouds = sorted({self.where[name][0] for name in self.power})
+            raise ValueError(
+                f"node {node}: not a cloud node (State=CLOUD) of this Slurm cluster;"
+                f" its cloud nodes: {', '.join(clouds) or 'none'}"
+            )
+        return check_name(physical, "node")
 
     def _submitted_by_us(self, job_id: str, job: SlurmJob) -> bool:
         """A name proves nothing (any Slurm user may name a job so): ilucid's jobs run as

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ilucid.backends.base import ForeignJob
+from ilucid.backends.slurm_power import is_cloud, pool_of, powering
 from ilucid.core import Cluster, Node
 
 __all__ = [
@@ -194,6 +195,15 @@ class SlurmNode:
     #: what Slurm says the node has (``cpus``, ``real_memory`` in MiB); 0 when it does not
     cpus: int = 0
     memory_mib: int = 0
+    #: Slurm's state flags as it writes them (``CLOUD``, ``POWERED_DOWN``, ``DRAIN``, ...)
+    flags: tuple[str, ...] = ()
+    #: the node's configured features (``Feature=pool_cloud,...``)
+    features: tuple[str, ...] = ()
+
+    @property
+    def cloud(self) -> bool:
+        """Configured ``State=CLOUD``: powered up and down on demand (slurm_power)."""
+        return is_cloud(self.flags)
 
     @property
     def usable(self) -> bool:
@@ -205,6 +215,8 @@ def unavailable_reason(node: SlurmNode) -> str | None:
     ``draining: disk swap`` (jobs still run there), ``down: Not responding``; None when
     it takes work."""
     words = [w.rstrip("*~#!%$@^-") for w in node.state.lower().replace("+", " ").split()]
+    if powering(node.flags):  # off or starting: it answers once its slurmd registers
+        words = [w for w in words if w != "not_responding"]
     state = next((said for word, said in _UNAVAILABLE if word in words), None)
     if state is None and any(w in ("drain", "drained", "draining") for w in words):
         state = "draining" if words and words[0] in _BUSY else "drained"
@@ -232,8 +244,9 @@ def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
         for item in parse_gres(str(raw.get("gres", ""))):
             key = item.gpu_type or "gpu"
             counts[key] = counts.get(key, 0) + item.count
-        flags = [str(f).lower() for f in raw.get("state_flags", [])]
-        state = " ".join([str(raw.get("state", "unknown")), *flags])
+        flags = tuple(str(f) for f in raw.get("state_flags", []) or [])
+        state = " ".join([str(raw.get("state", "unknown")), *(f.lower() for f in flags)])
+        features = tuple(f for f in str(raw.get("features", "") or "").split(",") if f)
         nodes.append(
             SlurmNode(
                 name=str(raw["name"]),
@@ -243,6 +256,8 @@ def parse_nodes(document: Mapping[str, Any]) -> list[SlurmNode]:
                 reason=str(raw.get("reason", "")),
                 cpus=_amount(raw, "cpus", f"node {raw['name']}"),
                 memory_mib=_amount(raw, "real_memory", f"node {raw['name']}"),
+                flags=flags,
+                features=features,
             )
         )
     return nodes
@@ -258,7 +273,10 @@ def logical_cluster(
     as the local backend counts them): the two halves of a node with two GPU types book
     against the same CPUs and memory, as the local backend's profiler split does; a split
     by GPUs would refuse a job half the node's CPUs. Slurm itself still holds a job whose
-    CPUs or memory the other half has taken (it waits for Resources)."""
+    CPUs or memory the other half has taken (it waits for Resources).
+
+    A cloud node (``State=CLOUD``) is labelled ``pool=<name>`` from its ``pool_<name>``
+    feature (default ``cloud``), whatever its power state."""
     core_nodes: list[Node] = []
     where: dict[str, tuple[str, str | None]] = {}
     for node in sorted(nodes, key=lambda n: n.name):
@@ -269,6 +287,8 @@ def logical_cluster(
             name = node.name if len(types) == 1 else f"{node.name}/{gpu_type}"
             typed = None if gpu_type == "gpu" else gpu_type
             labels = {"slurm_node": node.name}
+            if node.cloud:
+                labels["pool"] = pool_of(node.features)
             core_nodes.append(
                 Node(
                     name,

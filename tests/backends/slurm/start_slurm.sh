@@ -15,6 +15,14 @@
 #   SLURM_TEST_CRED_EXPIRE  AuthInfo cred_expire (default 5 = minimum accepted by 22.05;
 #                           a requeued job cannot restart before cred_expire+1 s)
 #   SLURM_TEST_JWT=1        also enable auth/jwt (AuthAltTypes) so `scontrol token` works
+#   SLURM_TEST_CLOUD=N      also N power-saving cloud nodes cloud1..cloudN (State=CLOUD
+#                           Feature=pool_cloud, the same GPUs as the others): Slurm's
+#                           ResumeProgram (DIR/power/resume.sh) starts a local slurmd for
+#                           each node it is given, SuspendProgram (DIR/power/suspend.sh)
+#                           stops it, both log to DIR/power/power.log; every node is in
+#                           SuspendExcNodes: Slurm never powers one down by itself
+#   SLURM_TEST_BOOT_S=S     seconds a cloud node takes to "boot" (ResumeProgram to slurmd
+#                           start; default 3)
 #   SLURM_TEST_RESTD_USER=U also start slurmrestd as (non-root) user U:
 #                           unix socket DIR/rest/rest.sock (rest_auth/local), and with
 #                           SLURM_TEST_JWT=1 additionally TCP 127.0.0.1:$(cat DIR/rest/port)
@@ -33,6 +41,8 @@ if [ -z "$DIR" ]; then DIR="$(mktemp -d /tmp/slurmtest.XXXXXX)"; fi
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
 NNODES="${SLURM_TEST_NODES:-1}"
+NCLOUD="${SLURM_TEST_CLOUD:-0}"
+BOOT_S="${SLURM_TEST_BOOT_S:-3}"
 NCPUS="${SLURM_TEST_CPUS:-64}"
 WAIT="${SLURM_TEST_WAIT:-120}"
 
@@ -101,8 +111,12 @@ mkdir -p "$DIR/state" "$DIR/log" "$DIR/dev" "$DIR/run"
 chmod 755 "$DIR"   # slurm.conf must be readable by non-root submitters
 
 NODE_LINES=""; GRES_LINES=""; NODE_NAMES=""
-for i in $(seq 1 "$NNODES"); do
-    n="node$i"
+# node1..nodeN, then the cloud nodes cloud1..cloudM (each with its own slurmd port)
+ALL_NODES="$(seq -f 'node%g' 1 "$NNODES")"
+[ "$NCLOUD" -gt 0 ] && ALL_NODES="$ALL_NODES $(seq -f 'cloud%g' 1 "$NCLOUD")"
+i=0
+for n in $ALL_NODES; do
+    i=$((i + 1))
     NODE_NAMES="${NODE_NAMES:+$NODE_NAMES,}$n"
     mkdir -p "$DIR/spool/$n" "$DIR/dev/$n"
     for g in 0 1 2 3 4 5 6 7; do
@@ -121,7 +135,9 @@ for i in $(seq 1 "$NNODES"); do
         if [ $((i % 2)) = 1 ]; then t=a100; else t=v100; fi
         GRES="gpu:$t:4"
     fi
-    NODE_LINES+="NodeName=$n NodeAddr=127.0.0.1 NodeHostname=$HOST Port=$PORT CPUs=$NCPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NCPUS ThreadsPerCore=1 RealMemory=16000 Gres=$GRES State=UNKNOWN"$'\n'
+    STATE="State=UNKNOWN"
+    case "$n" in cloud*) STATE="State=CLOUD Feature=pool_cloud" ;; esac
+    NODE_LINES+="NodeName=$n NodeAddr=127.0.0.1 NodeHostname=$HOST Port=$PORT CPUs=$NCPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$NCPUS ThreadsPerCore=1 RealMemory=16000 Gres=$GRES $STATE"$'\n'
     if [ "${SLURM_TEST_GRES:-mixed}" = split ]; then
         GRES_LINES+="NodeName=$n Name=gpu Type=$t File=$DIR/dev/$n/nvidia[0-3] Cores=0-$((NCPUS-1))"$'\n'
     elif [ "${SLURM_TEST_GRES_CORES:-1}" = 1 ]; then
@@ -133,6 +149,56 @@ for i in $(seq 1 "$NNODES"); do
         GRES_LINES+="NodeName=$n Name=gpu Type=v100 File=$DIR/dev/$n/nvidia[4-7]"$'\n'
     fi
 done
+
+POWER_LINES=""
+if [ "$NCLOUD" -gt 0 ]; then
+    # Slurm's power saving, as a site with cloud nodes has it: the ResumeProgram stands
+    # in for a cloud API (it starts a local slurmd for each node it is given), the
+    # SuspendProgram stops it. Slurm 22.05 facts (checked here): SuspendTime=INFINITE
+    # turns power saving off ("attempt to do power work on node but PowerSave is
+    # disabled", POWER_UP refused), so SuspendTime is finite and every node is in
+    # SuspendExcNodes: Slurm never powers a node down by itself (ilucid decides), while
+    # `scontrol update NodeName=X State=POWER_DOWN|POWER_UP` still work on them.
+    # PrivateData=cloud: without it sinfo and scontrol (even as root) do not show a
+    # powered-down cloud node at all.
+    mkdir -p "$DIR/power"
+    cat > "$DIR/power/resume.sh" <<EOF
+#!/bin/sh
+# ResumeProgram: start a slurmd for each node of the host list Slurm gives; -b: it says
+# it booted now, as a fresh cloud machine would (Slurm keeps a node POWERING_UP until its
+# boot time is after the power-up request, and this host booted long ago)
+export SLURM_CONF=$DIR/slurm.conf
+# slurmctld runs this with no stdin/stdout/stderr: a slurmd started so would open its
+# log as fd 0, lose it when it daemonizes, and hand slurmstepd broken pipes
+exec </dev/null >>$DIR/power/power.log 2>&1
+echo "\$(date +%s) resume \$1"
+for n in \$(scontrol show hostnames "\$1"); do
+    # a machine takes a while to boot: $BOOT_S s here, in the background (Slurm shows
+    # the node POWERING_UP meanwhile); none once stop_slurm.sh has stopped slurmctld
+    ( sleep $BOOT_S; [ -f $DIR/run/slurmctld.pid ] && slurmd -b -f $DIR/slurm.conf -N "\$n" ) &
+done
+EOF
+    cat > "$DIR/power/suspend.sh" <<EOF
+#!/bin/sh
+# SuspendProgram: stop the slurmd of each node of the host list Slurm gives
+export SLURM_CONF=$DIR/slurm.conf
+exec </dev/null >>$DIR/power/power.log 2>&1
+echo "\$(date +%s) suspend \$1"
+for n in \$(scontrol show hostnames "\$1"); do
+    f=$DIR/run/slurmd-\$n.pid
+    [ -f "\$f" ] && kill -TERM "\$(cat "\$f")" 2>/dev/null
+done
+exit 0
+EOF
+    chmod 755 "$DIR/power/resume.sh" "$DIR/power/suspend.sh"
+    POWER_LINES="ResumeProgram=$DIR/power/resume.sh
+SuspendProgram=$DIR/power/suspend.sh
+SuspendTime=60
+SuspendExcNodes=$NODE_NAMES
+PrivateData=cloud
+ResumeTimeout=${SLURM_TEST_RESUME_TIMEOUT:-60}
+SuspendTimeout=${SLURM_TEST_SUSPEND_TIMEOUT:-5}"
+fi
 
 cat > "$DIR/slurm.conf" <<EOF
 # generated by start_slurm.sh
@@ -183,6 +249,7 @@ TCPTimeout=2
 # keep the node from being drained when a job is slow to die
 UnkillableStepTimeout=30
 $NODE_LINES
+$POWER_LINES
 PartitionName=gpu Nodes=$NODE_NAMES Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
 
@@ -240,7 +307,8 @@ done
 deadline=$((SECONDS + WAIT))
 nudge=$((SECONDS + 15))
 while :; do
-    states="$(sinfo -h -N -o '%N %T' 2>/dev/null || true)"
+    # the ordinary nodes only: a cloud node stays powered down until it is asked up
+    states="$(sinfo -h -N -o '%N %T' 2>/dev/null | awk '$1 !~ /^cloud/' || true)"
     notidle="$(echo "$states" | awk '$2!="idle" && $2!="mixed" && $2!="allocated"' )"
     if [ -n "$states" ] && [ -z "$notidle" ]; then break; fi
     if [ $SECONDS -ge $deadline ]; then

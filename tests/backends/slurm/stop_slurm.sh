@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stop the daemons started by start_slurm.sh DIR (slurmd(s), slurmctld, private munged).
+# Stop the daemons started by start_slurm.sh DIR (slurmd(s), cloud nodes' slurmd(s) that
+# its ResumeProgram started, slurmctld, private munged).
 # Usage: stop_slurm.sh DIR [--purge|--keep-jobs]
 #   --purge      also delete DIR
 #   --keep-jobs  do not scancel jobs first (state in DIR/state is kept either way; a later
@@ -28,6 +29,14 @@ fi
 for f in "$DIR"/run/slurmrestd-*.pid; do [ -e "$f" ] && kill_pidfile "$f" 5; done
 for f in "$DIR"/run/slurmd-*.pid; do [ -e "$f" ] && kill_pidfile "$f" 10; done
 kill_pidfile "$DIR/run/slurmctld.pid" 10
+# a cloud node's slurmd that the ResumeProgram started while the above ran, and any whose
+# pid file is gone: every slurmd of this cluster is run with -f DIR/slurm.conf
+for f in "$DIR"/run/slurmd-*.pid; do [ -e "$f" ] && kill_pidfile "$f" 10; done
+for p in $(pgrep -x slurmd 2>/dev/null); do
+    if tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -qF -- "-f $DIR/slurm.conf "; then
+        kill -KILL "$p" 2>/dev/null
+    fi
+done
 kill_pidfile "$DIR/munge/munged.pid" 5
 # leftover slurmstepd processes belonging to this cluster (matched by our private spool dir)
 for p in $(pgrep -x slurmstepd 2>/dev/null); do
