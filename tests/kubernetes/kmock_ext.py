@@ -15,9 +15,12 @@ semantics a scheduler backend / leader election needs and stock kmock lacks:
 * labelSelector (=, ==, !=, in, notin, exists, !exists) and fieldSelector
   (=, ==, != on any dotted path, e.g. metadata.name, spec.nodeName) on LIST & WATCH;
 * List kind/apiVersion/metadata.resourceVersion (watch: see ``kmock_watch``);
-* DELETE bumps resourceVersion; 422 on create without name/generateName;
+* DELETE bumps resourceVersion; 422 on create without name/generateName; a create is
+  answered 201 Created (the client's typed custom-object create reads only a 201);
 * a pod's log (``GET .../pods/NAME/log``): the text in ``pod_logs`` under (namespace,
-  name), honouring ``tailLines`` and ``limitBytes`` (stock kmock answers the pod).
+  name), honouring ``tailLines`` and ``limitBytes`` (stock kmock answers the pod);
+* schema checks: an object of a resource in ``validators`` that breaks its schema is
+  refused with 422 Invalid on create, replace and patch (``kmock_schema``).
 
 Everything else (request recording, reactions DSL, kmock.objects assertions)
 is inherited unchanged.
@@ -223,6 +226,8 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
     _rv: int = attrs.field(default=1000, init=False)
     #: each pod's log, by (namespace, name): what ``GET .../pods/NAME/log`` answers
     pod_logs: dict[tuple[str, str], bytes] = attrs.field(factory=dict)
+    #: (group, plural) -> check(new, stored or None) -> what breaks the schema, or None
+    validators: dict[tuple[str, str], Any] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -238,6 +243,20 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
 
     def _info(self, resource: references.resource) -> references.ResourceInfo | None:
         return self.resources[resource] if resource in self.resources else None  # noqa: SIM401
+
+    def _validate(
+        self, resource: references.resource, new: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """422 Invalid, naming the field, when ``new`` breaks its resource's schema."""
+        check = self.validators.get((resource.group or "", resource.plural or ""))
+        wrong = check(new, old) if check is not None else None
+        if wrong is not None:
+            name = (new.get("metadata") or {}).get("name")
+            raise k8s.KubernetesError(
+                status=422,
+                reason="Invalid",
+                message=f'{new.get("kind") or resource.plural} "{name}" is invalid: {wrong}',
+            )
 
     def _has_status(self, resource: references.resource) -> bool:
         info = self._info(resource)
@@ -275,6 +294,10 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
             and request.action == enums.action.CREATE
         ):
             self._prepare_create(request)
+            response = await super()._handle(request)
+            if response.status == 200:  # the API server answers a create with 201 Created
+                response.set_status(201)
+            return response
         elif (
             res is not None
             and request.name is not None
@@ -326,6 +349,7 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
         meta.setdefault("creationTimestamp", _now())
         meta["resourceVersion"] = self._next_rv()
         meta["generation"] = 1
+        self._validate(request.resource, body, None)
 
     # Registered by the parent as the fallback for action.UPDATE (PATCH); we add it for PUT too.
     async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
@@ -413,6 +437,7 @@ class StatefulKubernetesEmulator(kmock.KubernetesEmulator):
                 strip(new) != strip(old)
             )
             new["metadata"]["resourceVersion"] = self._next_rv()
+            self._validate(res, new, old)
 
             self._objects[key].history.append(new)
             await self._buses[res].put({"type": "MODIFIED", "object": new})

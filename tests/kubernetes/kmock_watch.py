@@ -16,7 +16,9 @@ semantics, plus what a watching scheduler meets on a real one.
   it (and open watches end);
 * the multi-node job kinds as their CRDs declare them: JobSet
   (``jobset.x-k8s.io/v1alpha2``) and Kubeflow's PyTorchJob (``kubeflow.org/v1``), each
-  with a ``status`` subresource.
+  with a ``status`` subresource; and cluster-autoscaler's ProvisioningRequest
+  (``autoscaling.x-k8s.io/v1``, ``status`` too), checked against its CRD's schema, as
+  PodTemplates are against Kubernetes' (``kmock_schema``).
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ import aiohttp.web
 import attrs
 from kmock._internal import k8s, references, rendering
 from kmock_ext import StatefulKubernetesEmulator, match_fields, match_labels
+from kmock_schema import VALIDATORS
 
 #: (group, version, plural, kind) of the custom resources the emulator serves
 CUSTOM_KINDS = (
     ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
     ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    ("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest"),
 )
 
 
@@ -75,6 +79,7 @@ class ClusterEmulator(StatefulKubernetesEmulator):
                 verbs={"get", "list", "watch", "create", "update", "patch", "delete"},
                 subresources={"status"},
             )
+        self.validators.update(VALIDATORS)
 
     def compact(self) -> None:
         """Forget the history up to now and end every open watch (run it in the

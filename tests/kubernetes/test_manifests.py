@@ -53,8 +53,19 @@ EXPECTED_GRANTS = {
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
+    # cloud capacity (rbac-provisioning.yaml): ilucid's own ProvisioningRequests and
+    # the PodTemplates they name, made and deleted by it
+    ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "watch"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "create"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "patch"),
+    ("autoscaling.x-k8s.io", "provisioningrequests", "delete"),
+    ("", "podtemplates", "create"),
+    ("", "podtemplates", "delete"),
 }
 FORBIDDEN_VERBS = {"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+#: the only objects ilucid deletes: the ones it made itself for a provisioned pool
+DELETED_OWN = {"provisioningrequests", "podtemplates"}
 # the backend creates none of these: it only patches the workloads users created
 NOT_CREATED = {"pods", "jobs", "jobsets", "pytorchjobs", "tfjobs"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
@@ -112,6 +123,8 @@ def test_all_objects_present() -> None:
         ("Role", "ilucid-leader-election"),
         ("ClusterRoleBinding", "ilucid"),
         ("RoleBinding", "ilucid-leader-election"),
+        ("ClusterRole", "ilucid-provisioning"),
+        ("ClusterRoleBinding", "ilucid-provisioning"),
         ("ConfigMap", "ilucid-config"),
         ("Deployment", "ilucid"),
         ("Service", "ilucid"),
@@ -200,7 +213,10 @@ def test_rbac_least_privilege() -> None:
             for field in ("apiGroups", "resources", "verbs", "resourceNames"):
                 values = rule.get(field, [])
                 assert not any("*" in value for value in values), f"{name}: {field} {values}"
-            assert not FORBIDDEN_VERBS & set(rule["verbs"]), f"{name}: {rule['verbs']}"
+            forbidden = FORBIDDEN_VERBS & set(rule["verbs"])
+            if set(rule["resources"]) <= DELETED_OWN:
+                forbidden -= {"delete"}
+            assert not forbidden, f"{name}: {rule['verbs']}"
             for resource in rule["resources"]:
                 # the only subresources: jobs/status (the IlucidPending condition) and
                 # pods/log (read, for a workload's progress report)
@@ -218,18 +234,19 @@ def test_no_grant_reads_secrets_or_writes_pods() -> None:
     # pods: only listed, and only their logs read (a workload's progress report)
     pods = {g for g in grants if g[1].split("/")[0] == "pods"}
     assert pods <= {("", "pods", "list"), ("", "pods/log", "get")}
-    assert not {g for g in grants if g[2] in FORBIDDEN_VERBS}
+    assert not {g for g in grants if g[2] in FORBIDDEN_VERBS and g[1] not in DELETED_OWN}
+    assert not {g for g in grants if g[2] in FORBIDDEN_VERBS - {"delete"}}
     assert not {g for g in grants if g[1] in NOT_CREATED and g[2] == "create"}
     assert not {g for g in grants if "*" in "".join(g)}
 
 
 def test_lease_access_is_namespaced_and_named() -> None:
     docs = _installed()
-    cluster_role = _one(docs, "ClusterRole")
     role = _one(docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
-    # leases only through the Role: the ClusterRole reaches no Lease anywhere
-    assert not {g for g in granted([cluster_role]) if g[1] == "leases"}
+    # leases only through the Role: no ClusterRole reaches a Lease anywhere
+    cluster_roles = [doc for doc in docs if doc["kind"] == "ClusterRole"]
+    assert not {g for g in granted(cluster_roles) if g[1] == "leases"}
     assert granted([role]) == {g for g in EXPECTED_GRANTS if g[1] == "leases"}
     lease = _one(docs, "ConfigMap")["data"]["ILUCID_LEASE_NAME"]
     for rule in role["rules"]:

@@ -20,6 +20,10 @@ that it is placed again rather than waiting for a node that is gone.
 Why a Job waits is visible from ``kubectl describe``: an ``IlucidPending``
 condition on a Job and an Event on any kind, written only when the sentence
 changes. Only workloads carrying the queue label are ever read or written.
+
+Provisioned pools (``kubernetes_provisioning``): node groups cluster-autoscaler
+scales up on a ProvisioningRequest. Their nodes are the pool's virtual slots in the
+observed cluster; a job placed there is admitted once its request is Provisioned.
 """
 
 from __future__ import annotations
@@ -36,13 +40,31 @@ from ilucid.backends.base import (
     ForeignJob,
     Observation,
     ObservedJob,
+    PowerState,
     ProcessState,
 )
 from ilucid.backends.kubernetes_kinds import JOB, KINDS, Kind, gpu_type_of, node_inventory
 from ilucid.backends.kubernetes_progress import pod_progress
+from ilucid.backends.kubernetes_provisioning import (
+    FOR_JOB,
+    GROUP,
+    PLURAL,
+    POOL,
+    SLOTS,
+    VERSION,
+    ProvisionedPool,
+    on_hosts,
+    pod_templates,
+    pool_template,
+    provisioning_request,
+    request_name,
+    slot_states,
+    slots_of,
+    standing,
+)
 from ilucid.backends.kubernetes_watch import Informer, api_error, key_of, status_of
 from ilucid.backends.progress_memo import ProgressMemo
-from ilucid.core import Cluster
+from ilucid.core import Cluster, Node
 
 __all__ = ["KubernetesBackend"]
 
@@ -74,6 +96,7 @@ class KubernetesBackend:
         lost_after_s: float = 60.0,
         sync_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        pools: Sequence[ProvisionedPool] = (),
     ) -> None:
         from kubernetes import client
 
@@ -95,6 +118,23 @@ class KubernetesBackend:
             kind.plural: informer(kind.plural, self._lister(kind), queue_label)
             for kind in self.kinds
         }
+        self.pools = _checked(pools)
+        #: ilucid's ProvisioningRequests (only watched when a pool is configured; the
+        #: API is optional: cluster-autoscaler's CRD may not be installed)
+        self.requests = (
+            Informer(
+                PLURAL,
+                self._custom_lister(GROUP, VERSION, PLURAL),
+                FOR_JOB,
+                resync_s,
+                watch_s,
+                True,
+                clock,
+            )
+            if self.pools
+            else None
+        )
+        self._failures: dict[str, str] = {}  # job id -> its last request's failure
         self.cluster: Cluster | None = None
         self.excluded: dict[str, str] = {}
         self._down_since: dict[str, float] = {}  # not-Ready node -> when first seen so
@@ -111,27 +151,28 @@ class KubernetesBackend:
         self._progress = ProgressMemo(clock, per_pass=50)
 
     def _lister(self, kind: Kind) -> Callable[..., Any]:
+        return self._custom_lister(kind.group, kind.version, kind.plural)
+
+    def _custom_lister(self, group: str, version: str, plural: str) -> Callable[..., Any]:
         if self.namespace is None:
-            return functools.partial(
-                self.custom.list_cluster_custom_object, kind.group, kind.version, kind.plural
-            )
+            return functools.partial(self.custom.list_cluster_custom_object, group, version, plural)
         return functools.partial(
-            self.custom.list_namespaced_custom_object,
-            kind.group,
-            kind.version,
-            self.namespace,
-            kind.plural,
+            self.custom.list_namespaced_custom_object, group, version, self.namespace, plural
         )
+
+    def _everything(self) -> tuple[Informer, ...]:
+        requests = (self.requests,) if self.requests is not None else ()
+        return (self.nodes, *self.informers.values(), *requests)
 
     def close(self) -> None:
         """Stop the watches (a backend is otherwise used for the life of the process)."""
-        for informer in (self.nodes, *self.informers.values()):
+        for informer in self._everything():
             informer.stop()
 
     # -- observing --------------------------------------------------------------------
     def _sync(self) -> None:
         """Start the watches once; the first pass waits for their first lists."""
-        everything = (self.nodes, *self.informers.values())
+        everything = self._everything()
         if not self._started:
             self._started = True
             for informer in everything:
@@ -147,10 +188,19 @@ class KubernetesBackend:
 
     def _inventory(self) -> Cluster:
         if self.cluster is None or self.nodes.generation != self._inventory_at:
+            # a provisioned pool's real nodes are its slots in the core's view
+            labels = {pool.label for pool in self.pools}
+            nodes = [
+                node
+                for node in self.nodes.snapshot()
+                if not labels & set(((node["metadata"].get("labels")) or {}).items())
+            ]
             try:
-                cluster, self.excluded, down = node_inventory(self.nodes.snapshot())
+                cluster, self.excluded, down = node_inventory(nodes)
             except ValueError as exc:  # a node's quantity is not one: say which, retry
                 raise BackendUnavailable(f"Kubernetes nodes: {exc}") from None
+            slots: tuple[Node, ...] = sum((pool.slot_nodes() for pool in self.pools), ())
+            cluster = Cluster(cluster.nodes + slots)
             self._inventory_at = self.nodes.generation
             if cluster != self.cluster:  # a node came or went
                 self.cluster = cluster
@@ -230,10 +280,17 @@ class KubernetesBackend:
         return list(self._foreign)
 
     def reason(self, job_id: str) -> str | None:
+        """A waiting job's ProvisioningRequest in words (its latest condition, or why
+        its last one failed), else that its workload is suspended."""
         entry = self._jobs.get(job_id)
         if entry is None or not entry[0].suspended(entry[1]):
             return None
         kind, meta = entry[0], entry[1]["metadata"]
+        request = self._request(job_id, meta["namespace"])
+        if request is not None:
+            return standing(request).words
+        if job_id in self._failures:
+            return self._failures[job_id]
         return f"Kubernetes: {kind.kind} {meta['namespace']}/{meta['name']} is suspended"
 
     # -- acting -----------------------------------------------------------------------------
@@ -304,8 +361,18 @@ class KubernetesBackend:
         if kind.active(obj):
             return None  # its pods from before a preemption are still terminating
         nodes = sorted({name for name, _ in placement or []})
+        pool = self._pool_of(job_id, nodes)
+        rewrite: Callable[[Mapping[str, Any]], Obj] | None = None
+        if pool is not None:
+            if not self._provisioned(job_id, obj, pool, nodes):
+                return None  # asked for, not there yet: the service tries every pass
+            name = request_name(job_id)
+            rewrite = functools.partial(pool_template, pool=pool, request=name, pools=self.pools)
+        elif self.pools:  # on-prem: a pool choice of an earlier admission is taken out
+            rewrite = functools.partial(on_hosts, nodes=nodes, pools=self.pools)
         try:
-            answer = self._patch(kind, obj, kind.admission(obj, nodes, PLACED_ON), JSON_PATCH)
+            ops = kind.admission(obj, nodes, PLACED_ON, rewrite)
+            answer = self._patch(kind, obj, ops, JSON_PATCH)
         except Exception as exc:
             if status_of(exc) in (409, 422):  # changed since read: the next pass retries
                 return None
@@ -316,8 +383,13 @@ class KubernetesBackend:
         return ()
 
     def stop(self, job_id: str) -> None:
-        """Preempt: suspend the workload; all its pods get SIGTERM and their grace period."""
+        """Preempt: suspend the workload; all its pods get SIGTERM and their grace period.
+        Its ProvisioningRequest, if any, is deleted (a restart asks again)."""
         entry = self._jobs.get(job_id)
+        if entry is not None and self.requests is not None:
+            request = self._request(job_id, entry[1]["metadata"]["namespace"])
+            if request is not None:
+                self._delete_request(request)
         if entry is None or entry[0].suspended(entry[1]) or entry[0].finished(entry[1]):
             return
         self._suspend(job_id, *entry)
@@ -331,6 +403,130 @@ class KubernetesBackend:
         """The service recorded how the job ended."""
         self._lost.pop(job_id, None)
         self._published.pop(job_id, None)
+        self._failures.pop(job_id, None)
+
+    # -- provisioned pools (kubernetes_provisioning) -------------------------------------
+    def _pool_of(self, job_id: str, nodes: Sequence[str]) -> ProvisionedPool | None:
+        """The pool whose slots the placement names (None: on-prem nodes only)."""
+        owners = [pool for pool in self.pools if set(nodes) & set(pool.slots())]
+        if not owners:
+            return None
+        if len(owners) > 1 or not set(nodes) <= set(owners[0].slots()):
+            raise ValueError(
+                f"job {job_id}: placement {','.join(nodes)} mixes provisioned pool slots"
+                " with other nodes (one ProvisioningRequest brings up one pool)"
+            )
+        return owners[0]
+
+    def _request(self, job_id: str, namespace: str) -> Obj | None:
+        if self.requests is None:
+            return None
+        return self.requests.get(f"{namespace}/{request_name(job_id)}")
+
+    def _provisioned(
+        self, job_id: str, workload: Obj, pool: ProvisionedPool, slots: list[str]
+    ) -> bool:
+        """Whether the job's request is Provisioned; asks for it when there is none.
+        A failed request is deleted and its reason raised (ValueError): the service
+        records it and tries again later, with a new request."""
+        assert self.requests is not None  # there are pools
+        if self.requests.missing is not None:
+            raise ValueError(
+                f"provisioned pool {pool.name}: the ProvisioningRequest API is not served"
+                f" ({self.requests.missing}); install cluster-autoscaler's CRD"
+            )
+        namespace = workload["metadata"]["namespace"]
+        request = self._request(job_id, namespace)
+        notes = (request or {}).get("metadata", {}).get("annotations") or {}
+        if request is not None and notes.get(POOL) != pool.name:  # the core chose anew
+            self._delete_request(request)
+            request = None
+        if request is None:
+            self._ask(job_id, workload, pool, slots)
+            return False
+        now = standing(request)
+        if now.failure is not None:
+            self._failures[job_id] = now.failure
+            self._delete_request(request)
+            raise ValueError(now.failure)
+        if slots_of(request) != slots:  # other slots of the same pool: say so
+            body = {"metadata": {"annotations": {SLOTS: ",".join(slots)}}}
+            try:
+                answer = self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, request["metadata"]["name"], body
+                )
+            except Exception as exc:
+                raise api_error(exc) from None
+            self.requests.wrote(answer)
+        return now.provisioned
+
+    def _ask(self, job_id: str, workload: Obj, pool: ProvisionedPool, slots: list[str]) -> None:
+        """Create the PodTemplates and the ProvisioningRequest (one that exists is kept)."""
+        assert self.requests is not None
+        kind, _ = self._jobs[job_id]
+        namespace = workload["metadata"]["namespace"]
+        templates = pod_templates(job_id, workload, kind.templates(workload), pool, self.pools)
+        request = provisioning_request(job_id, workload, templates, pool, slots)
+        try:
+            for body, _ in templates:
+                _created(self.core.create_namespaced_pod_template, namespace, body)
+            answer = _created(
+                self.custom.create_namespaced_custom_object,
+                GROUP, VERSION, namespace, PLURAL, request,
+            )  # fmt: skip
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise api_error(exc) from None
+        if answer is not None:
+            self.requests.wrote(answer)
+        self._failures.pop(job_id, None)
+
+    def _delete_request(self, request: Obj) -> None:
+        """Delete a request and the PodTemplates it names (gone already: fine)."""
+        assert self.requests is not None
+        meta = request["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        refs = [s["podTemplateRef"]["name"] for s in request["spec"].get("podSets") or []]
+        try:
+            _deleted(
+                self.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+            )
+            for ref in refs:
+                _deleted(self.core.delete_namespaced_pod_template, ref, namespace)
+        except Exception as exc:
+            raise api_error(exc) from None
+        self.requests.deleted(f"{namespace}/{name}")
+
+    def power_states(self) -> dict[str, PowerState]:
+        """Each slot: ON under a running job or a Provisioned request, STARTING while a
+        request for it is not Provisioned yet, OFF otherwise."""
+        running = [
+            node
+            for kind, obj in self._jobs.values()
+            if kind.finished(obj) is None
+            for node, _ in _placed_on(kind, obj)
+        ]
+        requests = self.requests.snapshot() if self.requests is not None else []
+        return slot_states(self.pools, requests, running)
+
+    def power_up(self, node: str) -> None:
+        """Nothing to do: a job placed on the slot asks for its capacity (start)."""
+
+    def power_down(self, node: str) -> None:
+        """Delete the requests still naming the slot, but never a running job's; the
+        autoscaler scales the idle nodes down by itself."""
+        if self.requests is None:
+            return
+        running = {
+            (obj["metadata"]["namespace"], request_name(job_id))
+            for job_id, (kind, obj) in self._jobs.items()
+            if not kind.suspended(obj) and kind.finished(obj) is None
+        }
+        for request in self.requests.snapshot():
+            meta = request["metadata"]
+            if node in slots_of(request) and (meta["namespace"], meta["name"]) not in running:
+                self._delete_request(request)
 
     def publish_reason(self, job_id: str, why: str) -> bool:
         """Show why a workload waits, in Kubernetes itself: an Event (and on a Job an
@@ -370,6 +566,45 @@ class KubernetesBackend:
         kind, meta = entry[0], entry[1]["metadata"]
         where = f"-n {meta['namespace']} {kind.kind.lower()}/{meta['name']}"
         return f"(logs of Kubernetes jobs: kubectl logs {where})\n"
+
+
+def _checked(pools: Sequence[ProvisionedPool]) -> tuple[ProvisionedPool, ...]:
+    """The pools, refused (ValueError) when two share a name or a slot name."""
+    slots = [slot for pool in pools for slot in pool.slots()]
+    if len({pool.name for pool in pools}) < len(pools) or len(set(slots)) < len(slots):
+        raise ValueError("provisioned pools: two pools share a name or a slot name")
+    return tuple(pools)
+
+
+def _created(call: Callable[..., Obj], *args: Any) -> Obj | None:
+    """Create an object; None when it exists already (asked on an earlier pass). An
+    object the API refuses (422) is a ValueError with the API's message."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        status = status_of(exc)
+        if status == 409:
+            return None
+        if status == 422:
+            raise ValueError(f"Kubernetes API refused it: {_message(exc)}") from None
+        raise
+
+
+def _deleted(call: Callable[..., object], *args: Any) -> None:
+    try:
+        call(*args)
+    except Exception as exc:
+        if status_of(exc) != 404:
+            raise
+
+
+def _message(exc: Exception) -> str:
+    import json
+
+    try:
+        return str(json.loads(getattr(exc, "body", "") or "{}").get("message") or exc)
+    except ValueError:
+        return str(exc)
 
 
 def _event(kind: Kind, meta: Mapping[str, Any], why: str, now: str) -> dict[str, Any]:

@@ -219,10 +219,18 @@ class Kind:
                     totals[index] = (totals[index] or 0.0) + template.pods * amount
         return _plus(largest[0], totals[0]), _plus(largest[1], totals[1])
 
-    def admission(self, obj: Obj, nodes: list[str], placed_on: str) -> list[dict[str, Any]]:
+    def admission(
+        self,
+        obj: Obj,
+        nodes: list[str],
+        placed_on: str,
+        rewrite: Callable[[Obj], dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
         """The JSON patch that admits ``obj`` on ``nodes``: it tests that the object is
         the one read and still suspended, writes the node affinity into every pod
-        template and the placement annotation, and un-suspends it."""
+        template (or, given ``rewrite``, replaces each pod template by what it makes of
+        it: a provisioned pool's node selector and annotations) and the placement
+        annotation, and un-suspends it."""
         meta = obj.get("metadata") or {}
         suspend = "/" + "/".join(self.suspend_path)
         ops: list[dict[str, Any]] = [
@@ -231,6 +239,9 @@ class Kind:
         ]
         for template in self.templates(obj):
             if not template.spec.get("spec"):
+                continue
+            if rewrite is not None:
+                ops.append({"op": "add", "path": template.path, "value": rewrite(template.spec)})
                 continue
             affinity = with_hosts(_dig(template.spec, "spec", "affinity"), nodes)
             ops.append({"op": "add", "path": f"{template.path}/spec/affinity", "value": affinity})

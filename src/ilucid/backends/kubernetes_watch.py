@@ -124,6 +124,12 @@ class Informer:
         """What the API answered to the backend's own write: held at once."""
         self._hold(key_of(obj), obj)
 
+    def deleted(self, key: str) -> None:
+        """The backend deleted this object: dropped at once (its DELETED event may lag)."""
+        with self._lock:
+            if self._objects.pop(key, None) is not None:
+                self.generation += 1
+
     # -- running ------------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is None:

@@ -245,6 +245,15 @@ def _add_backend_options(group: argparse._ArgumentGroup) -> None:
         help="kubernetes: only Jobs with this label are scheduled (ILUCID_QUEUE_LABEL)",
     )
     group.add_argument(
+        "--kube-pool",
+        action="append",
+        default=[],
+        metavar="NAME:NODES:GPUS_PER_NODE:GPU_TYPE[:CLASS]",
+        help="kubernetes: a node group cluster-autoscaler brings up on a ProvisioningRequest"
+        " (CLASS, default best-effort-atomic-scale-up.autoscaling.x-k8s.io); its nodes carry"
+        " the label ilucid.io/pool=NAME; repeat for more pools (docs/kubernetes.md)",
+    )
+    group.add_argument(
         "--lease",
         default="ilucid-system/ilucid-leader",
         help="kubernetes: NAMESPACE/NAME of the leader-election Lease",

@@ -429,6 +429,7 @@ def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
 
     from ilucid.backends.kubernetes import KubernetesBackend
     from ilucid.backends.kubernetes_lease import LeaseElector
+    from ilucid.backends.kubernetes_provisioning import ProvisionedPool
 
     if args.kube_url:
         configuration = client.Configuration(host=args.kube_url)
@@ -445,7 +446,8 @@ def _kubernetes(args: argparse.Namespace) -> tuple[Any, Any]:
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaseElector(api, namespace, name, identity, args.lease_duration)
     api.user_agent = "ilucid"
-    backend = KubernetesBackend(api, args.kube_namespace, args.kube_queue_label)
+    pools = [ProvisionedPool.parse(text) for text in args.kube_pool]
+    backend = KubernetesBackend(api, args.kube_namespace, args.kube_queue_label, pools=pools)
     return backend, elector.try_lead
 
 
