@@ -47,7 +47,7 @@ def test_a_burst_says_why() -> None:
     story = " ".join(text for _, text in result.story)
     # waiting 1,000 s x 4 GPUs at 10/GPU-h = 11.11, against 2.5 x 100 s x 4 GPUs = 0.28
     assert (
-        "burst to cloud (generic, 2.50/GPU-h): expected wait on-prem 0.3 h x 4 GPUs valued at"
+        "burst to cloud (generic, 2.50/GPU-h): expected wait on-prem 17 min x 4 GPUs valued at"
         " 10/GPU-h = 11.11 > cloud cost 0.28 + start-up 5 min" in story
     )
 

@@ -153,6 +153,9 @@ class CloudPools:
     changes: list[PowerChange] = field(default_factory=list)
     #: every tenant's paid-pool runs, all months
     tenant_cost: dict[str, float] = field(default_factory=dict)
+    #: bumped at every change a restart must not forget (the service stores the ledger)
+    version: int = 0
+    _node_since: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -223,6 +226,7 @@ class CloudPools:
             bill.idle_since = None
         gpus = placement.num_gpus * (placement.milli / 1000.0 if placement.share else 1.0)
         self.runs[job.spec.id] = _Run(job.spec.tenant, pool, now, gpus, spec.cost_per_gpu_hour)
+        self.version += 1
 
     def left_pool(self, job_id: str, now: float) -> None:
         """A job stopped or ended: its charge closes at ``now``."""
@@ -238,6 +242,7 @@ class CloudPools:
         book.gpu_hours += gpu_h
         whole = run.gpus * max(0.0, now - run.since) / 3600.0 * run.price
         self.tenant_cost[run.tenant] = self.tenant_cost.get(run.tenant, 0.0) + whole
+        self.version += 1
 
     def adopted(self, index: int, pool: str, ready: bool, now: float) -> None:
         """A node found up at a restart: billed from now, ready or still starting."""
@@ -248,8 +253,67 @@ class CloudPools:
             self.free.set_pool(index, pool)
         ready_at = now if ready else now + spec.startup_s
         nodes = self.free.cluster.nodes
+        up_at = self._node_since.get(nodes[index].name, now)
         self.up[index] = _NodeBill(
-            pool, nodes[index].num_gpus, spec.cost_per_gpu_hour, now, ready_at
+            pool, nodes[index].num_gpus, spec.cost_per_gpu_hour, up_at, ready_at
+        )
+        self.version += 1
+
+    def pool_of_placement(self, placement: Placement) -> str | None:
+        """The paid pool a placement is in (its first node's), or None for on-prem."""
+        if not placement.parts:
+            return None
+        pool = self.free.pool_of[placement.parts[0][0]].removesuffix(OFF_SUFFIX)
+        if pool not in self.pools:
+            label = self.free.cluster.nodes[placement.parts[0][0]].labels.get("pool")
+            pool = label if label is not None else pool
+        return pool if pool in self.pools else None
+
+    def adopt_run(self, job: JobState, placement: Placement, since: float, now: float) -> None:
+        """A job found running in a paid pool at a restart: its node is up (billed from
+        its recorded power-up, else now) and its charge runs from ``since``."""
+        pool = self.pool_of_placement(placement)
+        if pool is None:
+            return
+        for index, _ in placement.parts:
+            self.adopted(index, pool, True, now)
+        spec = self.pools[pool]
+        gpus = placement.num_gpus * (placement.milli / 1000.0 if placement.share else 1.0)
+        self.runs[job.spec.id] = _Run(job.spec.tenant, pool, since, gpus, spec.cost_per_gpu_hour)
+        self.version += 1
+
+    def restore(
+        self,
+        spend: Mapping[str, TenantSpend],
+        pool_bills: Mapping[str, tuple[float, float]],
+        node_since: Mapping[str, float],
+    ) -> None:
+        """What the ledger kept across a restart: this month's closed spending, the pools'
+        closed node time, and when each node still up came up."""
+        self.spend.update(
+            {tenant: TenantSpend(b.month, b.cost, b.gpu_hours) for tenant, b in spend.items()}
+        )
+        for pool, (cost, hours) in pool_bills.items():
+            self.pool_cost[pool] = cost
+            self.pool_gpu_hours[pool] = hours
+        self._node_since = dict(node_since)
+
+    def ledger(
+        self,
+    ) -> tuple[
+        dict[str, TenantSpend], dict[str, tuple[float, float]], dict[str, float], dict[str, float]
+    ]:
+        """What a restart needs: tenants' closed spending, pools' closed node time, when
+        each up node came up, and when each running paid-pool job's charge began."""
+        nodes = self.free.cluster.nodes
+        return (
+            {t: TenantSpend(b.month, b.cost, b.gpu_hours) for t, b in self.spend.items()},
+            {
+                p: (self.pool_cost.get(p, 0.0), self.pool_gpu_hours.get(p, 0.0))
+                for p in set(self.pool_cost) | set(self.pool_gpu_hours)
+            },
+            {nodes[i].name: bill.up_at for i, bill in self.up.items()},
+            {job_id: run.since for job_id, run in self.runs.items()},
         )
 
     def sweep(self, now: float) -> list[int]:
@@ -279,6 +343,7 @@ class CloudPools:
         self.changes.append(PowerChange(name, bill.pool, False, at, why))
 
     def _close(self, bill: _NodeBill, at: float) -> None:
+        self.version += 1
         hours = bill.gpus * max(0.0, at - bill.up_at) / 3600.0
         self.pool_gpu_hours[bill.pool] = self.pool_gpu_hours.get(bill.pool, 0.0) + hours
         self.pool_cost[bill.pool] = self.pool_cost.get(bill.pool, 0.0) + hours * bill.price

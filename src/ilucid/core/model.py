@@ -81,6 +81,8 @@ class JobSpec:
     #: profiling runs on each type found (in replay, Gavel's throughputs); the core
     #: ranks types by them (:mod:`ilucid.core.type_speeds`)
     type_speeds: tuple[tuple[str, float], ...] = ()
+    #: whether the job may burst to a paid pool (``ilucid submit --no-cloud``: False)
+    cloud: bool = True
 
     # Written out rather than generated (see ilucid.core.fast_init): a replay builds
     # one JobSpec per arrival and per estimate; a test checks it matches the fields.
@@ -106,6 +108,7 @@ class JobSpec:
         stated_estimate: float | None = None,
         stated_weight: float = 1.0,
         type_speeds: tuple[tuple[str, float], ...] = (),
+        cloud: bool = True,
     ) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "submit_time", submit_time)
@@ -127,6 +130,7 @@ class JobSpec:
         object.__setattr__(self, "stated_estimate", stated_estimate)
         object.__setattr__(self, "stated_weight", stated_weight)
         object.__setattr__(self, "type_speeds", type_speeds)
+        object.__setattr__(self, "cloud", cloud)
         self.__post_init__()
 
     def __post_init__(self) -> None:

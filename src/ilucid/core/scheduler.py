@@ -10,7 +10,6 @@ faithful prediction of what the service would decide.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -182,8 +181,14 @@ def _start_requests(pending: Iterable[JobState], now: float) -> Iterator[tuple[s
         yield job.spec.id, job.spec.num_gpus, remaining
 
 
+#: how a policy's start sentence says a run is a profiling run (cut from a burst's)
+PROFILING_WORDS = "; profiling for up to"
+
+
 def _hours(hours: float) -> str:
-    return "no end in sight" if hours == float("inf") else f"{hours:.1f} h"
+    if hours == float("inf"):
+        return "no end in sight"
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
 def _money(amount: float) -> str:
@@ -295,8 +300,13 @@ class SchedulingPass:
         if placement is not None:
             self.start(job, placement, why if isinstance(why, str) else why(), limit_s)
             return True
-        if pool == MAIN_POOL and limit_s is None and self._scheduler.cloud is not None:
-            if self._burst(job, written(why if isinstance(why, str) else why())):
+        # a job whose profiling run finds no room may burst too: it then runs whole
+        # there, unprofiled (profiling is a short measuring run on-prem)
+        if pool == MAIN_POOL and self._scheduler.cloud is not None:
+            said = written(why if isinstance(why, str) else why())
+            if limit_s is not None:  # a paid pool runs it whole: no profiling run there
+                said = said.split(PROFILING_WORDS)[0] + "; runs whole there, unprofiled"
+            if self._burst(job, said):
                 return True
             self.waiting_gpus += job.spec.num_gpus
             remaining = expected_remaining(job.spec.expected_duration, _ran(job, self.now))
@@ -316,6 +326,9 @@ class SchedulingPass:
         spec = job.spec
         tenant = spec.tenant
         budget = cloud.budget_of(tenant)
+        if not spec.cloud:
+            scheduler.cloud_words[spec.id] = "submitted with --no-cloud: on-prem only"
+            return False
         if budget is not None and not budget.cloud:
             scheduler.cloud_words[spec.id] = f"tenant {tenant} keeps its jobs on-prem (cloud off)"
             return False
@@ -596,13 +609,18 @@ class Scheduler:
         self.type_speeds.forget(job_id)
         return job
 
-    def adopt(self, job_id: str, placement: Placement, now: float) -> None:
-        """A submitted job found already running (a service restart): take its GPUs."""
+    def adopt(
+        self, job_id: str, placement: Placement, now: float, since: float | None = None
+    ) -> None:
+        """A submitted job found already running (a service restart): take its GPUs (in a
+        paid pool, its charge runs from ``since``, the ledger's record, else now)."""
         job = self.jobs[job_id]
         if job.status is not JobStatus.PENDING:
             raise ValueError(f"job {job_id} is {job.status.value}, cannot be adopted")
         self.free.take(placement)
         job.start(placement, now)
+        if self.cloud is not None:
+            self.cloud.adopt_run(job, placement, since if since is not None else now, now)
         # policies that dequeue jobs inside their pass need to be told it left the queue
         self.policy.on_adopted(job, now)
         self.pending_count -= 1

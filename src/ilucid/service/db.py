@@ -27,6 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    true,
 )
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -35,6 +36,7 @@ from ilucid.service.unreadable import UnreadableDatabase, explain
 
 __all__ = [
     "Base",
+    "CloudLedgerRow",
     "DecisionRow",
     "DynamicUidRow",
     "EstimatorVersion",
@@ -116,6 +118,8 @@ class JobRow(Base):
     progress_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: steps per second of run, between its reports (None until two of one run)
     progress_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: whether the job may burst to a paid pool (migration 0014; ``--no-cloud``: false)
+    cloud: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
     __table_args__ = (
         # what every reconcile pass asks at 10,000 nodes (migration 0012): the launched
@@ -203,6 +207,20 @@ class DynamicUidRow(Base):
 
     uid: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     user: Mapped[str] = mapped_column(String(128), unique=True)
+
+
+class CloudLedgerRow(Base):
+    """What paid pools cost, kept across restarts (migration 0014): a tenant's closed
+    runs per month, a pool's closed node time (month ``all``), a node up ``since``."""
+
+    __tablename__ = "cloud_ledger"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    month: Mapped[str] = mapped_column(String(16), primary_key=True)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    gpu_hours: Mapped[float] = mapped_column(Float, default=0.0)
+    since: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class EstimatorVersion(Base):

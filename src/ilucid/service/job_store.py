@@ -449,6 +449,7 @@ def spec_of(row: JobRow) -> JobSpec:
         preferred_gpu_types=tuple(preferred),
         cpus=row.cpus,
         memory_gb=row.memory_gb,
+        cloud=row.cloud is not False,
         stated_estimate=stated_of(row.estimate_s),
         stated_weight=weight_of(row.estimate_note),
     )

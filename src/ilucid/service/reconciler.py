@@ -49,6 +49,7 @@ from ilucid.core import (
     SchedulerConfig,
 )
 from ilucid.service.backend_queue import BackendQueue
+from ilucid.service.cloud_keeper import CloudKeeper
 from ilucid.service.db import DecisionRow, JobRow
 from ilucid.service.duration_keeper import DurationKeeper
 from ilucid.service.faults import crash_point
@@ -147,6 +148,9 @@ class Reconciler:
             lambda row, now: self.scheduler.submit(spec_of(row), now),
             clock,
         )
+        #: paid pools: power changes carried out, the ledger kept across restarts
+        self.cloud = CloudKeeper(capabilities.powers, backend.name)
+        self._cloud_runs: dict[str, float] = {}  # stored open runs' starts, at a rebuild
         self.scheduler: Scheduler
         self.cluster: Cluster
         self._new_policy: Callable[[], Policy]
@@ -184,11 +188,14 @@ class Reconciler:
                 .order_by(JobRow.submit_time, JobRow.id)
             ).all()
             now = self.clock()
+            self._cloud_runs = self.cloud.restore(session, self.scheduler, now)
             for row in rows:
                 observed = seen.jobs.get(row.id)
                 if self._recover(session, row, observed, node_index, now, moves, restart):
                     stops.append(row.id)
             self.progress.rebuilt()
+            self._cloud_runs = {}
+            self.cloud.store(session, self.scheduler)
             session.commit()
             # a crash after an end was committed and before the backend forgot the job
             exited = [j for j, o in seen.jobs.items() if o.state is ProcessState.EXITED]
@@ -343,7 +350,7 @@ class Reconciler:
         candidates.append(Placement(((0, row.gpus),)))
         for placement in candidates:
             try:
-                self.scheduler.adopt(row.id, placement, now)
+                self.scheduler.adopt(row.id, placement, now, self._cloud_runs.get(row.id))
                 return
             except ValueError:
                 continue
@@ -410,12 +417,14 @@ class Reconciler:
             decisions = self.scheduler.schedule(now)
             self.pass_latency.observe(split.lap("decide") - began)
             stops += self._apply(session, decisions, now, pass_id)
+            self.cloud.store(session, self.scheduler)
             split.lap("apply")
             session.commit()  # intent before acting (see the module's docstring)
             split.lap("commit")
             self._forget_recorded_ends()
             for job_id in stops:
                 self.stop(job_id)
+            self.cloud.carry_out(self.scheduler)  # nodes up before their jobs launch
             self._retry_starts(session, pass_id)
             if self.sampler is not None:
                 stopping = set(session.scalars(stopping_job_ids()))

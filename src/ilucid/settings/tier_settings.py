@@ -41,6 +41,9 @@ _TOP = {
     "inference_preempts": bool,
 }
 _TENANT = {"guaranteed": int, "borrow_limit": int, "weight": float}
+#: read by :mod:`ilucid.settings.cloud_settings` from the same file (paid pools, budgets)
+_CLOUD_TOP = frozenset({"pools", "value_of_wait"})
+_CLOUD_TENANT = frozenset({"budget", "budget_gpu_hours", "value_of_wait", "cloud"})
 assert set(_TOP) <= {f.name for f in fields(TierConfig)}
 
 
@@ -74,8 +77,10 @@ def load_tier_config(path: Path) -> TierConfig:
             for name, table in value.items():
                 tenants[name] = _tenant(where, name, table)
             continue
+        if key in _CLOUD_TOP:
+            continue
         if key not in _TOP:
-            known = ", ".join([*_TOP, "tenants"])
+            known = ", ".join([*_TOP, "tenants", *sorted(_CLOUD_TOP)])
             raise where.error(None, key, f"unknown setting; known: {known}")
         top[key] = _typed(where, None, key, value, _TOP[key])
     try:
@@ -90,8 +95,10 @@ def _tenant(where: _Locator, name: str, table: object) -> TenantQuota:
         raise where.error(None, f"tenants.{name}", "must be a table ([tenants.NAME])")
     values: dict[str, Any] = {}
     for key, value in table.items():
+        if key in _CLOUD_TENANT:
+            continue
         if key not in _TENANT:
-            known = ", ".join(_TENANT)
+            known = ", ".join([*_TENANT, *sorted(_CLOUD_TENANT)])
             raise where.error(name, key, f"unknown tenant setting; known: {known}")
         values[key] = _typed(where, name, key, value, _TENANT[key])
     try:

@@ -113,8 +113,7 @@ def hybrid_scenarios(
     """On-prem only; the same cloud nodes always on (billed for the whole replay, used as
     on-prem nodes are); and bursting to them on demand at each value of waiting."""
     always = Cluster(
-        onprem.nodes
-        + tuple(Node(f"cloud{i}", gpus_per_node) for i in range(cloud_nodes))
+        onprem.nodes + tuple(Node(f"cloud{i}", gpus_per_node) for i in range(cloud_nodes))
     )
     hybrid = hybrid_cluster(onprem, cloud_nodes, gpus_per_node)
     scenarios = [

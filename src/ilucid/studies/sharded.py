@@ -245,7 +245,9 @@ class ShardedScheduler(Scheduler):
         for shard in self.shards:
             shard.forecast(forecast, now)
 
-    def adopt(self, job_id: str, placement: Placement, now: float) -> None:
+    def adopt(
+        self, job_id: str, placement: Placement, now: float, since: float | None = None
+    ) -> None:
         raise NotImplementedError("a sharded replay adopts nothing (no restarts)")
 
     def requeue(self, job_id: str, now: float) -> None:

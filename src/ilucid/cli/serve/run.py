@@ -57,12 +57,13 @@ def _serve(args: argparse.Namespace) -> int:
     args.data_dir = Path(args.data_dir).expanduser().resolve()
     parse_uid_range(args.dynamic_uids)  # a bad range stops here, before anything starts
     site, tiers = _read_policy(args)
+    cloud = _read_cloud(args)
     stop_signal = _signal_number(args.stop_signal)
     packing = _packing_model(args.packing_model)
     url, engine = _open_database(args)
     gpus = _gpu_inventory(args.gpus)
     backend, gate = _backend(args, gpus, stop_signal)
-    service, durations = _service(args, engine, backend, gpus, site, tiers, packing)
+    service, durations = _service(args, engine, backend, gpus, site, tiers, packing, cloud)
     on_nodes = f"{service.cluster.total_gpus} GPUs on {len(service.cluster.nodes)} nodes"
     where = {
         "slurm": f"Slurm ({on_nodes})",
@@ -129,6 +130,33 @@ def _read_policy(args: argparse.Namespace) -> tuple[Profile | None, Any]:
             f"--tiers configures the {' and '.join(TIER_PROFILES)} profiles, not {args.policy!r}"
         )
     return site, load_tier_config(args.tiers)
+
+
+def _read_cloud(args: argparse.Namespace) -> Any:
+    """The paid pools and tenants' budgets of the ``--tiers`` file (docs/hybrid.md), as
+    the core's settings; None without them."""
+    if args.tiers is None:
+        return None
+    from ilucid.core import SchedulerConfig
+    from ilucid.settings.cloud_settings import load_cloud_settings
+
+    cloud = load_cloud_settings(args.tiers)
+    if not cloud.pools:
+        return None
+    for pool in cloud.pools.values():
+        logger.info(
+            "ilucid serve: pool %s at %g/GPU-h, %g s start-up, released after %g s idle%s",
+            pool.name,
+            pool.cost_per_gpu_hour,
+            pool.startup_s,
+            pool.idle_release_s,
+            ""
+            if cloud.value_of_wait is None
+            else f"; waiting valued at {cloud.value_of_wait:g}/GPU-h",
+        )
+    return SchedulerConfig(
+        pools=cloud.pools, value_of_wait=cloud.value_of_wait, budgets=cloud.budgets
+    )
 
 
 def _signal_number(name: str) -> int:
@@ -242,6 +270,7 @@ def _service(
     site: Profile | None,
     tiers: Any,
     packing: Any,
+    config: Any = None,
 ) -> tuple[Any, Any]:
     """The scheduler service (it re-adopts running jobs as it starts) and its duration
     model keeper, whose worker process must be closed on the way out."""
@@ -270,6 +299,7 @@ def _service(
             durations=durations,
             max_retries=args.max_retries,
             dynamic_uids=parse_uid_range(args.dynamic_uids),
+            config=config,
         )
     except BaseException:
         durations.close()

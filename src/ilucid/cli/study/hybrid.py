@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ilucid.cli.common import Command, trace_or_generated
 from ilucid.cli.tables import format_cell, print_table
-from ilucid.core import PoolSpec, SchedulerConfig
-from ilucid.core.placement import never_placeable
+from ilucid.core import PoolSpec
 from ilucid.core.cloud import CloudBudget
+from ilucid.core.placement import never_placeable
 from ilucid.studies.hybrid import CLOUD_POOL, HybridRun, hybrid_scenarios, run_hybrid
 from ilucid.traces import DEFAULT_LOAD, cluster_for_load
 
@@ -112,9 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     refused = never_placeable(trace.jobs, onprem)  # once: it looks at every job
     jobs = [j for j in trace.jobs if j.id not in refused]
-    pool = PoolSpec(
-        CLOUD_POOL, args.cloud_cost, args.startup, idle_release_s=args.idle_release
-    )
+    pool = PoolSpec(CLOUD_POOL, args.cloud_cost, args.startup, idle_release_s=args.idle_release)
     budgets = {}
     if args.budget is not None:
         budgets = {t: CloudBudget(limit=args.budget) for t in sorted({j.tenant for j in jobs})}
