@@ -257,7 +257,7 @@ class SchedulingPass:
         self.decisions: list[Decision] = []
         self.waiting_gpus = 0  # GPUs of jobs that failed to start on-prem earlier in this pass
         self.waiting_work = 0.0  # and their expected GPU-seconds of work
-        self._ends: list[tuple[float, int]] | None = None
+        self._ends: dict[str | None, list[tuple[float, int]]] | None = None
 
     @property
     def free(self) -> FreeGpus:
@@ -338,7 +338,7 @@ class SchedulingPass:
         if value is None or spec.num_gpus == 0:
             return False
         gpus = spec.num_gpus
-        wait_h = self.expected_onprem_wait(self.waiting_gpus + gpus) / 3600.0
+        wait_h = self.expected_onprem_wait(self.waiting_gpus + gpus, spec.gpu_type) / 3600.0
         run_h = expected_remaining(spec.expected_duration, _ran(job, self.now)) / 3600.0
         worth = value * wait_h * gpus
         refusal = ""
@@ -415,15 +415,29 @@ class SchedulingPass:
                 return None, 0.0
         return placement, pool.startup_s
 
-    def expected_onprem_wait(self, gpus: int) -> float:
-        """Seconds until ``gpus`` on-prem GPUs are expected free (running jobs' estimates)."""
+    def expected_onprem_wait(self, gpus: int, gpu_type: str | None = None) -> float:
+        """Seconds until ``gpus`` on-prem GPUs (of ``gpu_type``, when the job needs one) are
+        expected free: running jobs' estimates, then the work waiting ahead in waves."""
         scheduler = self._scheduler
-        free = scheduler.free.pool_free.get(MAIN_POOL, 0)
+        free_gpus = scheduler.free
+        if gpu_type is None:
+            free = free_gpus.pool_free.get(MAIN_POOL, 0)
+        else:
+            nodes = scheduler.cluster.nodes
+            free = sum(
+                free_gpus.free[i]
+                for i in free_gpus.pool_nodes(MAIN_POOL)
+                if nodes[i].gpu_type == gpu_type
+            )
         if free >= gpus:
             return 0.0
         if self._ends is None:
-            pool_of = scheduler.free.pool_of
-            self._ends = sorted(
+            self._ends = {}
+        ends = self._ends.get(gpu_type)
+        if ends is None:
+            pool_of = free_gpus.pool_of
+            nodes = scheduler.cluster.nodes
+            ends = self._ends[gpu_type] = sorted(
                 (
                     self.now + expected_remaining(j.spec.expected_duration, _ran(j, self.now)),
                     j.placement.num_gpus,
@@ -433,9 +447,10 @@ class SchedulingPass:
                 and j.placement is not None
                 and j.placement.parts
                 and pool_of[j.placement.parts[0][0]] == MAIN_POOL
+                and (gpu_type is None or nodes[j.placement.parts[0][0]].gpu_type == gpu_type)
             )
         last = self.now
-        for end, count in self._ends:
+        for end, count in ends:
             free += count
             last = end
             if free >= gpus:

@@ -74,6 +74,9 @@ def pool_words(pool: str) -> str:
         return f"kept empty for {pool.removeprefix(DRAINED_PREFIX)}, which has waited longest"
     if pool == SERVING:
         return "serving inference"
+    if pool.endswith(":off"):  # ilucid.core.cloud.OFF_SUFFIX (imported there from here)
+        paid = pool.removesuffix(":off")
+        return f"powered down in paid pool {paid} (brought up for bursts)"
     return f"in pool {pool} (nodes labelled pool={pool})"
 
 
