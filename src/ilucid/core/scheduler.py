@@ -363,16 +363,16 @@ class SchedulingPass:
             if money is not None and cost > money:
                 refusal = (
                     f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
-                    f" {max(money, 0.0):,.0f} of {budget.limit if budget else 0:,.0f} left this"
-                    f" month, less than the run's {cost:,.0f}"
+                    f" {_money(max(money, 0.0))} of {_money(budget.limit if budget else 0.0)}"
+                    f" left this month, less than the run's {_money(cost)}"
                 )
                 continue
             gpu_h = (run_h + startup / 3600.0) * gpus
             if hours is not None and gpu_h > hours:
                 refusal = (
                     f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
-                    f" {max(hours, 0.0):,.0f} of {budget.gpu_hours if budget else 0:,.0f}"
-                    f" GPU-hours left this month, less than the run's {gpu_h:,.0f}"
+                    f" {_money(max(hours, 0.0))} of {_money(budget.gpu_hours if budget else 0.0)}"
+                    f" GPU-hours left this month, less than the run's {_money(gpu_h)}"
                 )
                 continue
             gpu_type = scheduler.cluster.nodes[placement.parts[0][0]].gpu_type
@@ -380,7 +380,8 @@ class SchedulingPass:
             sentence = f"burst to {pool.name} ({gpu_type}, {price:.2f}/GPU-h): {rule}"
             if money is not None and budget is not None and budget.limit is not None:
                 sentence += (
-                    f"; tenant {tenant} has {money:,.0f} of {budget.limit:,.0f} left this month"
+                    f"; tenant {tenant} has {_money(money)} of {_money(budget.limit)} left this"
+                    " month"
                 )
             reason = Reason(
                 ReasonCode.BURST,
@@ -468,13 +469,19 @@ class SchedulingPass:
         limit_s: float | None = None,
         startup_s: float = 0.0,
         reason: Reason | None = None,
+        moved: bool = False,
     ) -> None:
+        """``moved``: the core moves a running job itself after the policy's pass (home
+        from a paid pool); the policy hears of it as of a job adopted at a restart."""
         scheduler = self._scheduler
         scheduler.free.take(placement)
         if scheduler.cloud_words:
             scheduler.cloud_words.pop(job.spec.id, None)
         job.start(placement, self.now, startup_s)
-        scheduler.policy.on_started(job, self.now)
+        if moved:
+            scheduler.policy.on_adopted(job, self.now)
+        else:
+            scheduler.policy.on_started(job, self.now)
         self.decisions.append(
             Decision(
                 Action.START,
@@ -720,7 +727,7 @@ class Scheduler:
             left = expected_remaining(job.spec.expected_duration, _ran(job, step.now))
             restore = overhead.for_job(job.spec) + self.config.lost_if_stopped(job, step.now)
             if left > RETURN_AFTER * max(restore, 60.0):
-                candidates.append((run.price * run.gpus * left, job))
+                candidates.append((run.price * run.gpus * left / 3600.0, job))
         candidates.sort(key=lambda c: -c[0])
         returned = False
         for cost, job in candidates:
@@ -730,7 +737,7 @@ class Scheduler:
             if placement is None:
                 continue
             step.preempt(job, f"on-prem GPUs are free: returns home, saving {cost:,.0f}")
-            step.start(job, placement, "returns on-prem from a paid pool")
+            step.start(job, placement, "returns on-prem from a paid pool", moved=True)
             returned = True
         return returned
 
