@@ -103,6 +103,12 @@ def _add_submit(submit: argparse.ArgumentParser) -> None:
         " (default: the service's assumption)",
     )
     submit.add_argument(
+        "--no-cloud",
+        dest="cloud",
+        action="store_false",
+        help="never burst to a paid cloud pool: wait for on-prem GPUs (docs/hybrid.md)",
+    )
+    submit.add_argument(
         "--max-retries",
         type=int,
         help="retries, with a backoff of 10 s, 20 s, 40 s..., after a failed launch or a"
@@ -175,6 +181,8 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         body["estimate_s"] = args.estimate
     if args.checkpoint:
         body["checkpoint_s"] = args.checkpoint
+    if not args.cloud:
+        body["cloud"] = False
     asked = {
         "name": args.name,
         "gpu_type": args.gpu_type,

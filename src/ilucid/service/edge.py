@@ -129,6 +129,9 @@ class SubmitBody(RequestBody):
     # at least 1 s: a statement is blended in log space (ilucid.core.stated_estimate)
     estimate_s: float | None = Field(None, ge=1, le=MAX_SECONDS, allow_inf_nan=False)
     checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    cloud: bool = Field(
+        True, description="may burst to a paid pool when waiting costs more (false: on-prem only)"
+    )
     cwd: str | None = Field(None, max_length=4096)
     name: str | None = Field(None, max_length=128, description="a name to show beside the id")
     priority: int = Field(

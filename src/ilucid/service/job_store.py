@@ -72,6 +72,7 @@ class JobRequest:
     cpus: float | None = None
     memory_gb: float | None = None
     max_retries: int | None = None  # retries after a failed launch or a vanish (None: default)
+    cloud: bool = True  # may burst to a paid pool (``--no-cloud``: False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +276,7 @@ class JobStore:
             estimate_version=estimate.version,
             estimate_note=estimate.note,
             checkpoint_s=request.checkpoint_s,
+            cloud=request.cloud,
             priority=request.priority,
             run_as=request.run_as,
             name=request.name,

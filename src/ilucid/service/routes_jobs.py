@@ -102,6 +102,7 @@ def submit(body: SubmitBody, who: Who, service: Live) -> dict[str, str]:
                 cwd=body.cwd,
                 estimate_s=body.estimate_s,
                 checkpoint_s=body.checkpoint_s,
+                cloud=body.cloud,
                 priority=body.priority,
                 run_as=who.unix_user,
                 name=body.name,
