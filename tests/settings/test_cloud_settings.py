@@ -82,5 +82,5 @@ def test_a_bad_pool_or_budget_names_the_file_line_and_field(
 def test_budgets_without_a_pool_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "site.toml"
     path.write_text("[tenants.vision]\nbudget = 10\n")
-    with pytest.raises(TierSettingsError, match="need a \\[pools.NAME\\] table"):
+    with pytest.raises(TierSettingsError, match=r"need a \[pools.NAME\] table"):
         load_cloud_settings(path)
