@@ -360,10 +360,12 @@ class SchedulingPass:
                 refusal = f"stays on-prem: {rule}"
                 continue
             money, hours = cloud.left(tenant, self.now)
+            limit = (budget.limit if budget else None) or 0.0
+            hours_limit = (budget.gpu_hours if budget else None) or 0.0
             if money is not None and cost > money:
                 refusal = (
                     f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
-                    f" {_money(max(money, 0.0))} of {_money((budget.limit if budget else None) or 0.0)}"
+                    f" {_money(max(money, 0.0))} of {_money(limit)}"
                     f" left this month, less than the run's {_money(cost)}"
                 )
                 continue
@@ -371,7 +373,7 @@ class SchedulingPass:
             if hours is not None and gpu_h > hours:
                 refusal = (
                     f"would burst to {pool.name} ({rule}), but tenant {tenant} has"
-                    f" {_money(max(hours, 0.0))} of {_money((budget.gpu_hours if budget else None) or 0.0)}"
+                    f" {_money(max(hours, 0.0))} of {_money(hours_limit)}"
                     f" GPU-hours left this month, less than the run's {_money(gpu_h)}"
                 )
                 continue
