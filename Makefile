@@ -88,6 +88,11 @@ bench-mixed-robustness: $(STAMP) $(WHEEL)
 bench-placement: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
 
+## bench-hybrid: issue #35: bursting vs always-on cloud nodes on itp-04 and Philly
+.PHONY: bench-hybrid
+bench-hybrid: $(STAMP) $(WHEEL)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/hybrid.py
+
 ## bench-wheel: issue #34: `python -m build` wheels (compiled and pure) in fresh virtual
 ## environments: --version, and full Philly under the default profile, the same jobs CSV
 .PHONY: bench-wheel
