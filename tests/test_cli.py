@@ -367,10 +367,11 @@ def test_mixed_and_serve_refuse_a_bad_tiers_file_before_running(tmp_path: Path) 
     assert not (tmp_path / "state").exists()  # refused before anything was created
 
 
-def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
-    trace = write_trace(
-        tmp_path / "t.csv", [f"j{k},{30 * k},{1 + k % 8},{3000 + 200 * (k % 7)}" for k in range(80)]
-    )
+def _hybrid(tmp_path: Path, *extra: str) -> dict[str, dict[str, object]]:
+    tmp_path.mkdir(exist_ok=True)
+    trace = tmp_path / "t.csv"
+    rows = [f"j{k},{30 * k},{1 + k % 8},{3000 + 200 * (k % 7)},t{k % 2}" for k in range(80)]
+    trace.write_text("id,submit_time,num_gpus,duration,tenant\n" + "\n".join(rows) + "\n")
     out = tmp_path / "hyb"
     result = run_cli(
         "study",
@@ -381,20 +382,41 @@ def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
         "20",  # a short arrival span: 3 on-prem nodes for long jobs
         "--cloud-nodes",
         "2",
-        "--value-of-wait",
-        "0.01,1000",
         "--policy",
         "fifo",
         "--out",
         str(out),
+        *extra,
     )
     assert result.returncode == 0, result.stderr
-    runs = json.loads((out / "hybrid.json").read_text())
-    never, cheap, dear = (runs[k] for k in runs)
-    assert never["cloud_gpu_hours"] == 0 and never["burst_jobs"] == 0
-    assert dear["burst_jobs"] > 0 and dear["cloud_cost"] > 0
+    assert "always-on cloud" in result.stdout and "of always-on cost" in result.stdout
+    return json.loads((out / "hybrid.json").read_text())
+
+
+def test_hybrid_bursts_more_when_waiting_is_worth_more(tmp_path: Path) -> None:
+    runs = _hybrid(tmp_path, "--value-of-wait", "0.01,1000")
+    never, always, cheap, dear = (runs[k] for k in runs)
+    assert never["cloud_cost"] == 0 and never["power_ups"] == 0
+    # always-on nodes are billed for the whole replay, used or not
+    assert always["cloud_node_gpu_hours"] > 0 and always["avg_jct"] < never["avg_jct"]
+    assert dear["power_ups"] > 0 and dear["cloud_cost"] > 0
     assert cheap["cloud_gpu_hours"] <= dear["cloud_gpu_hours"]
     assert dear["avg_jct"] < never["avg_jct"]
+    # a burst node is billed at least for the job time spent on it
+    assert dear["cloud_node_gpu_hours"] >= dear["cloud_gpu_hours"]
+
+
+def test_hybrid_never_spends_past_a_tenants_budget(tmp_path: Path) -> None:
+    # the trace spans 40 minutes: one month, one budget each for t0 and t1
+    runs = _hybrid(tmp_path, "--value-of-wait", "1000", "--budget", "20")
+    free = _hybrid(tmp_path / "free", "--value-of-wait", "1000")
+    (burst,) = (run for label, run in runs.items() if label.startswith("burst"))
+    (unbounded,) = (run for label, run in free.items() if label.startswith("burst"))
+    spent = burst["tenant_cloud_cost"]
+    assert isinstance(spent, dict) and spent
+    assert all(0 < cost <= 20 + 1e-6 for cost in spent.values()), spent
+    # without the budget the same replay spends more: the budget stopped bursts
+    assert sum(unbounded["tenant_cloud_cost"].values()) > 40, unbounded["tenant_cloud_cost"]
 
 
 def test_fragmentation_study_on_a_small_inventory(tmp_path: Path) -> None:
