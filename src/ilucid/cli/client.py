@@ -1,5 +1,5 @@
 """The commands that talk to a running service: ``submit``, ``jobs``, ``queue``,
-``nodes``, ``explain``, ``cancel``, ``logs`` and ``whatif``.
+``nodes``, ``tenants``, ``explain``, ``cancel``, ``logs`` and ``whatif``.
 
 They read the service address from ``--url``, else ``ILUCID_URL``, else the URL
 ``ilucid serve`` wrote into its data directory (``--data-dir``, .ilucid), else this
@@ -290,6 +290,84 @@ def _nodes(client: httpx.Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _money(amount: float | None) -> str:
+    """Whole units from 100 on, cents on small sums (as the service's sentences)."""
+    if amount is None:
+        return "-"
+    return f"{amount:,.0f}" if abs(amount) >= 100 else f"{amount:,.2f}"
+
+
+def _gpu_hours(hours: float) -> str:
+    return f"{hours:,.0f}" if hours >= 100 else f"{hours:,.1f}"
+
+
+def _limits(money: float | None, hours: float | None) -> str:
+    """A budget or what is left of it: currency, GPU-hours, both or none (``-``)."""
+    said = [_money(money)] if money is not None else []
+    said += [f"{_gpu_hours(hours)} GPU-h"] if hours is not None else []
+    return "; ".join(said) or "-"
+
+
+def _cloud_cells(bill: dict[str, Any] | None) -> tuple[str, str, str, str]:
+    """CLOUD SPENT, BUDGET, LEFT and FORECAST of a tenant's bill this month (``-``
+    without paid pools); the forecast is the service's estimate."""
+    if bill is None:
+        return "-", "-", "-", "-"
+    spent = f"{_money(bill['spent'])} ({_gpu_hours(bill['spent_gpu_hours'])} GPU-h)"
+    forecast = _money(bill["forecast"])
+    if bill["reaches_budget"]:
+        forecast += " (reaches the budget)"
+    return (
+        spent,
+        _limits(bill["budget"], bill["budget_gpu_hours"]),
+        _limits(bill["left"], bill["left_gpu_hours"]),
+        forecast,
+    )
+
+
+def _pool_line(pool: dict[str, Any]) -> str:
+    nodes = (
+        f"{pool['nodes_up']} of {pool['nodes']} nodes up"
+        if pool["on_demand"]
+        else f"{pool['nodes']} nodes, always up"
+    )
+    return (
+        f"pool {printable(pool['pool'])} ({_money(pool['price_per_gpu_hour'])}/GPU-h): {nodes},"
+        f" cloud jobs running {pool['running_jobs']}; node time so far"
+        f" {_money(pool['node_cost'])} ({_gpu_hours(pool['node_gpu_hours'])} GPU-h, idle nodes"
+        " included)"
+    )
+
+
+def _tenants(client: httpx.Client, args: argparse.Namespace) -> int:
+    view = call_service(client, "GET", "/views/quotas")
+    cells = []
+    for t in view["tenants"]:
+        quota = t["guaranteed"] if t["configured"] else "-"
+        used = "-" if t["used"] is None else t["used"]
+        borrowed = "-" if t["borrowed"] is None else t["borrowed"]
+        cells.append(
+            (quota, used, borrowed, t["holding"], *_cloud_cells(t.get("cloud")), t["tenant"])
+        )
+    # TENANT last: scripts read the columns before it by position
+    header = ("QUOTA", "USED", "BORROWED", "HELD", "CLOUD SPENT", "BUDGET", "LEFT", "FORECAST")
+    print_table((*header, "TENANT"), cells, align="rrrrllll" + "l")
+    if view["note"]:
+        print(printable(view["note"]))
+    pools = view.get("pools") or []
+    for pool in pools:
+        print(_pool_line(pool))
+    if pools:
+        month = next((t["cloud"]["month"] for t in view["tenants"] if t.get("cloud")), None)
+        print(
+            f"cloud spending is this month's{f' ({month})' if month else ''}; the forecast"
+            " is an estimate: spent plus the running cloud jobs' expected remaining cost"
+        )
+    else:
+        print("no paid pool (serve --tiers FILE with [pools.NAME]): nothing bursts to the cloud")
+    return 0
+
+
 def _add_job(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", help="the job's id, e.g. j000002")
 
@@ -440,6 +518,11 @@ COMMANDS = (
     _command("jobs", "list jobs", _jobs),
     _command("queue", "pending jobs with position and expected start", _queue),
     _command("nodes", "nodes with their free GPUs, CPUs and memory", _nodes),
+    _command(
+        "tenants",
+        "tenants' quota use and cloud spending this month, with paid pools' nodes",
+        _tenants,
+    ),
     _command("explain", "why a job waits, runs or was preempted", _explain, _add_job),
     _command("cancel", "cancel a job", _cancel, _add_job),
     _command("logs", "a job's output", _logs, _add_logs),

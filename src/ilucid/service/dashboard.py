@@ -6,7 +6,7 @@ CDN: the charts are uPlot (MIT, vendored in ``ilucid/vendor/uplot``, see its
 README), served at ``/static/uplot/``. The page is a small single-page app with
 three hash routes: ``#/`` (the cluster: summary, queue with the reason each job
 waits, running jobs with their own progress as a bar, a node/GPU map with its
-legend, the tenants' quotas, and busy-GPU and job-count charts over a chosen time
+legend, the tenants' quotas and cloud bill, and busy-GPU and job-count charts over a chosen time
 range, with the periods the service was down as gaps), ``#/history`` (ended jobs,
 paged, filtered by state, user and tenant) and ``#/job/<id>`` (a job with its
 expected start, its estimate and the estimate's terms, its own progress over time,
@@ -113,8 +113,10 @@ filled, its fraction written (0.5: half the GPU)</li>
 <p id="quota-note" class="note" data-testid="quota-note" hidden></p>
 <table id="quota-table" data-testid="quota-table"><thead><tr>
 <th>tenant</th><th>guaranteed GPUs</th><th>used</th><th>borrowed</th><th>may borrow</th>
-<th>weight</th><th>GPUs held (all classes)</th></tr></thead><tbody></tbody></table>
+<th>weight</th><th>GPUs held (all classes)</th>
+<th id="quota-cloud-head" hidden>cloud this month</th></tr></thead><tbody></tbody></table>
 <p id="quota-empty" class="empty" hidden>No tenant holds or is promised GPUs.</p>
+<ul id="pool-lines" class="pools" data-testid="pool-lines" hidden></ul>
 </section>
 <section class="panel" id="chart-panel">
 <div class="chart-head"><h2>Over time</h2>

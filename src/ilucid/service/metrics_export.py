@@ -1,7 +1,9 @@
 """The service's Prometheus metrics, through ``prometheus-client``: jobs by state,
 pending jobs by class and tenant, GPUs, preemptions, decisions by reason, the
-scheduling-pass and reconcile latency histograms and the duration model, plus the
-library's process and garbage-collector collectors.
+scheduling-pass and reconcile latency histograms, the duration model and the cloud
+bill (:mod:`~ilucid.service.cloud_view`: tenants' spending, budgets and forecasts,
+pools' nodes up and node time; families without samples when no pool is paid), plus
+the library's process and garbage-collector collectors.
 
 The library writes the exposition text, so label values (a tenant's name) are
 escaped by it and histograms follow its rules. Each service gets a registry of its
@@ -27,6 +29,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ilucid.service.cloud_view import CloudView, cloud_view
 from ilucid.service.db import DecisionRow, JobRow
 from ilucid.service.latency import BUCKETS, Latency
 from ilucid.service.lifecycle import STORED_STATES, Phase
@@ -48,6 +51,13 @@ METRIC_NAMES: dict[str, str] = {
     "ilucid_reconcile_duration_seconds": "histogram",
     "ilucid_duration_model_version": "gauge",
     "ilucid_duration_model_refitting": "gauge",
+    "ilucid_cloud_cost_total": "counter",
+    "ilucid_cloud_spent_month": "gauge",
+    "ilucid_cloud_budget_left": "gauge",
+    "ilucid_cloud_forecast_month": "gauge",
+    "ilucid_cloud_nodes_up": "gauge",
+    "ilucid_cloud_node_cost_total": "counter",
+    "ilucid_cloud_power_changes_total": "counter",
 }
 
 
@@ -87,6 +97,9 @@ class ServiceCollector(Collector):
                 service.reconcile_latency.seconds,
                 list(service.reconcile_latency.histogram),
             )
+            cloud = cloud_view(service.scheduler, service.clock())
+            keeper = service.reconciler.cloud
+            powered = (keeper.power_ups, keeper.releases)
         yield GaugeMetricFamily("ilucid_gpus", "GPUs the cluster holds", value=total)
         yield GaugeMetricFamily("ilucid_gpus_busy", "GPUs held by jobs", value=total - free)
         yield GaugeMetricFamily(
@@ -113,6 +126,7 @@ class ServiceCollector(Collector):
             "1 while the duration model is being refitted",
             value=float(bool(model["refitting"])),
         )
+        yield from _cloud(cloud, powered)
 
 
 def _job_counts(service: SchedulerService) -> Iterator[Metric]:
@@ -150,6 +164,64 @@ def _job_counts(service: SchedulerService) -> Iterator[Metric]:
         "scheduling decisions by action and reason code",
         ["action", "reason"],
         decisions,
+    )
+
+
+def _cloud(cloud: CloudView | None, powered: tuple[int, int]) -> Iterator[Metric]:
+    """The cloud bill: every family is served, without samples when no pool is paid."""
+    tenants = list(cloud.tenants.values()) if cloud is not None else []
+    pools = cloud.pools if cloud is not None else []
+    yield _labelled(
+        CounterMetricFamily,
+        "ilucid_cloud_cost",
+        "tenants' paid-pool spending since the service started (closed runs, running"
+        " jobs so far), in the pools' currency",
+        ["tenant"],
+        [(t.tenant, t.total) for t in tenants],
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "ilucid_cloud_spent_month",
+        "tenants' paid-pool spending this calendar month (UTC), running jobs so far",
+        ["tenant"],
+        [(t.tenant, t.spent) for t in tenants],
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "ilucid_cloud_budget_left",
+        "what tenants with a monthly budget (currency) may still spend this month",
+        ["tenant"],
+        [(t.tenant, t.left) for t in tenants if t.left is not None],
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "ilucid_cloud_forecast_month",
+        "estimate of tenants' spending this month: spent plus running cloud jobs'"
+        " expected remaining cost, capped at the budget",
+        ["tenant"],
+        [(t.tenant, t.forecast) for t in tenants],
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "ilucid_cloud_nodes_up",
+        "paid pools' nodes up (billed) now",
+        ["pool"],
+        [(p.pool, p.nodes_up) for p in pools],
+    )
+    yield _labelled(
+        CounterMetricFamily,
+        "ilucid_cloud_node_cost",
+        "paid pools' node time so far (the site's bill, idle nodes included)",
+        ["pool"],
+        [(p.pool, p.node_cost) for p in pools],
+    )
+    changes = [("up", powered[0]), ("down", powered[1])] if cloud is not None else []
+    yield _labelled(
+        CounterMetricFamily,
+        "ilucid_cloud_power_changes",
+        "nodes the cluster manager was asked to bring up or release",
+        ["direction"],
+        changes,
     )
 
 

@@ -7,6 +7,7 @@ tenant's counts from non-admins. The router's lifespan records when the service
 is up (:func:`ilucid.service.uptime.keep_uptime`), which /timeline reads back.
 """
 
+import dataclasses
 import re
 from typing import Annotated, Any, Literal
 
@@ -20,6 +21,7 @@ from ilucid.core.policies.tiered import TieredPlan
 from ilucid.core.quota import QuotaBook
 from ilucid.service.access import Live, Who, own_job
 from ilucid.service.auth import Identity
+from ilucid.service.cloud_view import cloud_view
 from ilucid.service.db import JobRow
 from ilucid.service.edge import query_int, query_text
 from ilucid.service.lifecycle import Phase
@@ -132,7 +134,10 @@ def _quota_book(service: Live) -> QuotaBook | None:
 def quotas(who: Who, service: Live) -> dict[str, Any]:
     """Each tenant's guaranteed GPUs, the GPUs its training and best-effort jobs use
     (what quotas count), how many of them are borrowed beyond the guarantee, and the
-    GPUs all its running jobs hold (inference too)."""
+    GPUs all its running jobs hold (inference too). With paid pools, each tenant's
+    ``cloud`` bill this month (:mod:`~ilucid.service.cloud_view`: spent, budget, left,
+    forecast; null without paid pools) and the ``pools`` with their nodes up and
+    node-time bill; the tenants with a cloud budget or spending are listed too."""
     with Session(service.engine) as session:
         holding = dict(
             session.execute(
@@ -147,7 +152,9 @@ def quotas(who: Who, service: Live) -> dict[str, Any]:
         used = {t: n for t, n in book.used.items() if n} if book is not None else {}
         borrowed = {t: book.borrowing(t) for t in used} if book is not None else {}
         policy = service.policy_name
-    tenants = sorted(set(configured) | set(used) | {t for t, n in holding.items() if n})
+        known = set(configured) | set(used) | {t for t, n in holding.items() if n}
+        cloud = cloud_view(service.scheduler, service.clock(), known)
+    tenants = sorted(known | (set(cloud.tenants) if cloud is not None else set()))
     if not who.admin:
         tenants = [t for t in tenants if t == who.tenant]
     rows = []
@@ -164,6 +171,7 @@ def quotas(who: Who, service: Live) -> dict[str, Any]:
                 # without any quota nothing is reclaimed: nothing counts as borrowed
                 "borrowed": borrowed.get(tenant, 0) if configured else None,
                 "holding": int(holding.get(tenant) or 0),
+                "cloud": None if cloud is None else dataclasses.asdict(cloud.tenants[tenant]),
             }
         )
     if book is None:
@@ -175,7 +183,14 @@ def quotas(who: Who, service: Live) -> dict[str, Any]:
         )
     else:
         note = ""
-    return {"policy": policy, "quotas": bool(configured), "note": note, "tenants": rows}
+    pools = [dataclasses.asdict(p) for p in cloud.pools] if cloud is not None else []
+    return {
+        "policy": policy,
+        "quotas": bool(configured),
+        "note": note,
+        "tenants": rows,
+        "pools": pools,
+    }
 
 
 @router.get("/jobs/{job_id}")

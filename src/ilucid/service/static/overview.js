@@ -1,5 +1,5 @@
-// The cluster page (#/): summary, queue, running jobs, the GPU map, tenants and
-// quotas, and the charts over the chosen time range.
+// The cluster page (#/): summary, queue, running jobs, the GPU map, tenants with their
+// quotas and cloud bill, paid pools, and the charts over the chosen time range.
 'use strict';
 const RANGE_KEY = 'ilucid.range';
 
@@ -94,6 +94,8 @@ function drawQuotas(quotas) {
   note.hidden = !quotas.note;
   note.textContent = quotas.note;
   const unknown = v => v === null || v === undefined ? '-' : v;
+  const paid = (quotas.pools || []).length > 0;  // a cloud column only with paid pools
+  $('quota-cloud-head').hidden = !paid;
   fill('quota-table', quotas.tenants.map(t => el('tr', {'data-tenant': t.tenant},
     cell('tenant', t.tenant),
     numCell('guaranteed', t.configured ? t.guaranteed : '-'),
@@ -102,7 +104,48 @@ function drawQuotas(quotas) {
     numCell('borrow_limit', !t.configured ? '-' : t.borrow_limit === null ? 'any idle'
       : t.borrow_limit),
     numCell('weight', t.configured ? t.weight : '-'),
-    numCell('holding', t.holding))), 'quota-empty');
+    numCell('holding', t.holding),
+    ...(paid ? [cloudCell(t.cloud)] : []))), 'quota-empty');
+  $('pool-lines').hidden = !paid;
+  $('pool-lines').replaceChildren(...(quotas.pools || []).map(poolLine));
+}
+
+// the core's way with money: whole units from 100 on, cents on small sums
+function money(amount) {
+  const digits = Math.abs(amount) >= 100 ? 0 : 2;
+  return amount.toLocaleString('en-US',
+    {minimumFractionDigits: digits, maximumFractionDigits: digits});
+}
+function gpuHours(hours) {
+  return hours.toLocaleString('en-US', {maximumFractionDigits: hours >= 100 ? 0 : 1});
+}
+
+// a tenant's cloud bill this month: "1,240 of 5,000, forecast 3,100" (the forecast is
+// an estimate: spent plus its running cloud jobs' expected remaining cost)
+function cloudCell(c) {
+  if (!c) return cell('cloud', '-');
+  if (!c.cloud && c.spent === 0) return cell('cloud', 'off: on-prem only');
+  let text = money(c.spent) + (c.budget === null ? '' : ' of ' + money(c.budget));
+  if (c.budget_gpu_hours !== null) {
+    text += (c.budget === null ? ' (' : ', ') + gpuHours(c.spent_gpu_hours) + ' of '
+      + gpuHours(c.budget_gpu_hours) + ' GPU-h' + (c.budget === null ? ')' : '');
+  }
+  if (c.budget === null && c.budget_gpu_hours === null) text += ' (no budget)';
+  text += ', forecast ' + money(c.forecast);
+  if (c.reaches_budget) text += ' (reaches the budget: its cloud jobs stop there)';
+  const left = c.left === null ? '' : '; left ' + money(c.left);
+  return el('td', {'data-col': 'cloud', title: 'month ' + c.month + ': '
+    + gpuHours(c.spent_gpu_hours) + ' GPU-h spent' + left + '; cloud jobs running '
+    + c.running_jobs + '; forecast: an estimate from the running jobs\' estimates'}, text);
+}
+
+function poolLine(p) {
+  const nodes = p.on_demand ? p.nodes_up + ' of ' + p.nodes + ' nodes up'
+    : p.nodes + ' nodes, always up';
+  return el('li', {'data-pool': p.pool}, 'pool ' + p.pool + ' ('
+    + money(p.price_per_gpu_hour) + '/GPU-h): ' + nodes + ', cloud jobs running '
+    + p.running_jobs + '; node time so far ' + money(p.node_cost) + ' ('
+    + gpuHours(p.node_gpu_hours) + ' GPU-h, idle nodes included)');
 }
 
 function setUpRange(onChange) {
