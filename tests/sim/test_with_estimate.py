@@ -30,6 +30,7 @@ SAMPLE = JobSpec(
     stated_estimate=900.0,
     stated_weight=0.4,
     type_speeds=(("a100", 2.0), ("v100", 1.0)),
+    cloud=False,
 )
 
 
