@@ -135,12 +135,17 @@ def _read_policy(args: argparse.Namespace) -> tuple[Profile | None, Any]:
 def _read_cloud(args: argparse.Namespace) -> Any:
     """The paid pools and tenants' budgets of the ``--tiers`` file (docs/hybrid.md), as
     the core's settings; None without them."""
-    if args.tiers is None:
-        return None
     from ilucid.core import SchedulerConfig
-    from ilucid.settings.cloud_settings import load_cloud_settings
+    from ilucid.settings.cloud_settings import CloudSettings, load_cloud_settings
 
-    cloud = load_cloud_settings(args.tiers)
+    cloud = load_cloud_settings(args.tiers) if args.tiers is not None else CloudSettings()
+    kube_pools = [text.split(":", 1)[0] for text in getattr(args, "kube_pool", None) or []]
+    for name in kube_pools:
+        if name not in cloud.pools:
+            raise ValueError(
+                f"--kube-pool {name}: give its price in the --tiers file ([pools.{name}]"
+                " price_per_gpu_hour = ...; docs/hybrid.md)"
+            )
     if not cloud.pools:
         return None
     for pool in cloud.pools.values():
