@@ -90,3 +90,4 @@ def test_an_opted_out_job_waits_a_bursting_one_is_billed_and_a_restart_keeps_the
     assert again is not None
     assert again.spent("vision", clock.now)[0] == pytest.approx(10.0)
     assert again.left("vision", clock.now)[0] == pytest.approx(490.0)
+    assert again.tenant_cost == {"vision": pytest.approx(10.0)}  # all months, kept too

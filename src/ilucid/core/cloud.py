@@ -287,6 +287,7 @@ class CloudPools:
         spend: Mapping[str, TenantSpend],
         pool_bills: Mapping[str, tuple[float, float]],
         node_since: Mapping[str, float],
+        tenant_totals: Mapping[str, float] | None = None,
     ) -> None:
         """What the ledger kept across a restart: this month's closed spending, the pools'
         closed node time, and when each node still up came up."""
@@ -297,6 +298,7 @@ class CloudPools:
             self.pool_cost[pool] = cost
             self.pool_gpu_hours[pool] = hours
         self._node_since = dict(node_since)
+        self.tenant_cost.update(tenant_totals or {})
 
     def ledger(
         self,

@@ -26,7 +26,7 @@ __all__ = ["CloudKeeper", "machine_of"]
 
 logger = logging.getLogger(__name__)
 
-_TENANT, _POOL, _NODE, _RUN = "tenant", "pool", "node", "run"
+_TENANT, _POOL, _NODE, _RUN, _TOTAL = "tenant", "pool", "node", "run", "total"
 _ALL = "all"
 
 
@@ -66,7 +66,8 @@ class CloudKeeper:
         pools = {r.name: (r.cost, r.gpu_hours) for r in rows if r.kind == _POOL}
         node_since = {r.name: r.since for r in rows if r.kind == _NODE and r.since is not None}
         runs = {r.name: r.since for r in rows if r.kind == _RUN and r.since is not None}
-        cloud.restore(spend, pools, node_since)
+        totals = {r.name: r.cost for r in rows if r.kind == _TOTAL}
+        cloud.restore(spend, pools, node_since, totals)
         states = self._states()
         index = {node.name: i for i, node in enumerate(scheduler.cluster.nodes)}
         for name, state in states.items():
@@ -101,7 +102,9 @@ class CloudKeeper:
             return
         spend, pools, nodes, runs = cloud.ledger()
         session.execute(delete(CloudLedgerRow).where(CloudLedgerRow.kind.in_([_NODE, _RUN])))
-        session.execute(delete(CloudLedgerRow).where(CloudLedgerRow.kind == _POOL))
+        session.execute(delete(CloudLedgerRow).where(CloudLedgerRow.kind.in_([_POOL, _TOTAL])))
+        for tenant, cost in cloud.tenant_cost.items():
+            session.add(CloudLedgerRow(kind=_TOTAL, name=tenant, month=_ALL, cost=cost))
         for tenant, book in spend.items():
             session.merge(
                 CloudLedgerRow(
@@ -139,18 +142,26 @@ class CloudKeeper:
                 self._warned = True
             return []
         cloud = scheduler.cloud
-        up_machines = set()
+        # machines up in the core, and those up before this pass's changes
+        coming = {change.node for change in changes if change.up}
+        up_now: set[str] = set()
+        up_before: set[str] = set()
         if cloud is not None:
             nodes = scheduler.cluster.nodes
-            up_machines = {machine_of(nodes[i].name) for i in cloud.up}
+            for i in cloud.up:
+                up_now.add(machine_of(nodes[i].name))
+                if nodes[i].name not in coming:
+                    up_before.add(machine_of(nodes[i].name))
         said: list[str] = []
         asked: set[tuple[str, bool]] = set()
         for change in changes:
             machine = machine_of(change.node)
             if (machine, change.up) in asked:
                 continue
-            if not change.up and machine in up_machines:
+            if not change.up and machine in up_now:
                 continue  # its other half still runs a job or waits out its idle time
+            if change.up and machine in up_before:
+                continue  # the machine is up already, for its other half
             try:
                 if change.up:
                     self.powers.power_up(change.node)

@@ -3,9 +3,10 @@
 ``jobs.cloud``: whether the job may burst to a paid pool (``ilucid submit --no-cloud``
 stores false). ``cloud_ledger``: what paid pools cost, kept across restarts: per
 tenant and month the closed runs' cost and GPU-hours (``kind = "tenant"``), per pool
-the closed node time (``kind = "pool"``, month ``all``), and per node up now the time
-it came up (``kind = "node"``, ``since``), so a restart neither forgets a month's
-spending nor bills a node twice.
+the closed node time (``kind = "pool"``, month ``all``), per tenant its closed runs of
+all months (``kind = "total"``), per node up now the time it came up (``kind =
+"node"``, ``since``) and per job running in a paid pool the start of its charge (``kind
+= "run"``), so a restart neither forgets a month's spending nor bills a node twice.
 
 Revision ID: 0014
 Revises: 0013
