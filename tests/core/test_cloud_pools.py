@@ -167,3 +167,19 @@ def test_months_are_calendar_months_in_utc() -> None:
     assert month_of(31 * 86400 - 1) == "1970-01"
     assert month_of(31 * 86400) == "1970-02"
     assert month_of(1_796_601_600) == "2026-12"  # 2026-12-07 00:00 UTC
+
+
+def test_free_gpus_of_another_type_are_no_room_for_the_wait() -> None:
+    # the a100 node is held; the v100 node is free but useless to an a100 job: its
+    # on-prem wait is the holder's 10,000 s, not 0 (which would never burst)
+    nodes = (
+        Node("onprem/a100", 4, "a100"),
+        Node("onprem/v100", 4, "v100"),
+        Node("cloud0", 4, "a100", labels={"pool": "cloud"}),
+    )
+    scheduler = Scheduler(Cluster(nodes), make_policy("fifo"), config=config())
+    scheduler.submit(JobSpec("hold", 0, 4, 10_000, gpu_type="a100", estimate=10_000), 0)
+    scheduler.submit(JobSpec("b", 0, 4, 600, gpu_type="a100", estimate=600), 0)
+    started = {d.job_id: d for d in scheduler.schedule(0) if d.action is Action.START}
+    assert set(started) == {"hold", "b"}
+    assert "expected wait on-prem 2.8 h x 4 GPUs" in started["b"].reasons[0].message
