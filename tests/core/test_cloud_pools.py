@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from ilucid.core import Cluster, JobSpec, Node, PoolSpec, Scheduler, SchedulerConfig, make_policy
+from ilucid.core import (
+    Cluster,
+    JobClass,
+    JobSpec,
+    Node,
+    PoolSpec,
+    Scheduler,
+    SchedulerConfig,
+    make_policy,
+)
 from ilucid.core.cloud import CloudBudget, month_of
 from ilucid.core.decision import Action
 from ilucid.sim.engine import simulate
@@ -183,3 +192,18 @@ def test_free_gpus_of_another_type_are_no_room_for_the_wait() -> None:
     started = {d.job_id: d for d in scheduler.schedule(0) if d.action is Action.START}
     assert set(started) == {"hold", "b"}
     assert "expected wait on-prem 2.8 h x 4 GPUs" in started["b"].reasons[0].message
+
+
+def test_an_inference_job_that_bursts_leaves_its_paid_node_in_the_paid_pool() -> None:
+    # the inference tier marks on-prem nodes it starts a service on as serving; a node
+    # the service burst to stays in pool cloud, so it is billed and released as one
+    scheduler = Scheduler(Cluster((ONPREM, *CLOUD)), make_policy("ilucid"), config=config())
+    scheduler.submit(hold_onprem(), 0)
+    scheduler.schedule(0)
+    serve = JobSpec("serve", 1, 4, 1000, job_class=JobClass.INFERENCE, estimate=1000)
+    scheduler.submit(serve, 1)
+    for moment in (1, 60, 120):
+        scheduler.schedule(moment)
+    placement = scheduler.jobs["serve"].placement
+    assert placement is not None and placement.parts[0][0] == 1  # cloud0
+    assert scheduler.free.pool_of[1] == "cloud"

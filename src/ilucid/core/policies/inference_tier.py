@@ -172,8 +172,10 @@ class InferenceTier:
             return True
         if step.try_start(job, "inference: starts at once on free GPUs", MAIN_POOL):
             assert job.placement is not None
+            free = step.free
             for index in job.placement.node_indices:
-                step.free.set_pool(index, SERVING_POOL)
+                if free.pool_of[index] == MAIN_POOL:  # not a paid node it burst to
+                    free.set_pool(index, SERVING_POOL)
             return True
         if not self.preempts:
             return False
