@@ -112,8 +112,9 @@ def earlier_run(data: Path) -> str:
 def _populate(served: Served) -> None:
     """A quick job and a failing one end, two 2-GPU jobs fill the 4 GPUs, a third waits.
 
-    The two run for 15 minutes (the fixture kills them at its end): with a minute they
-    ended under CI's load before the module's last page, and the third started."""
+    The two run for an hour (the fixture kills them at its end): with a minute, then
+    with 15, they ended under CI's load before the module's last page, and the third
+    started."""
     engine = make_engine(served.db_url)
     served.evil_token = create_token(engine, EVIL_USER, EVIL_TENANT)
     engine.dispose()
@@ -122,10 +123,10 @@ def _populate(served: Served) -> None:
     failing = served.submit(["sh", "-c", "exit 3"], 1, token=served.evil_token)
     served.wait("the failing job", lambda: served.job(failing)["state"] == "failed")
     served.ended = [served.quick, failing]
-    served.first = served.submit(["sleep", "900"], 2)
+    served.first = served.submit(["sleep", "3600"], 2)
     # the second reports its progress through its file (its output stays the XSS alone)
     reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; '
-    reports += "sleep 900"
+    reports += "sleep 3600"
     served.second = served.submit(["sh", "-c", reports, XSS], 2)
 
     def launched() -> bool:
