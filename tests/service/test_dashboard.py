@@ -340,7 +340,7 @@ def test_job_page_shows_transitions_decisions_why_and_output(served: Served, tab
 
     shown, served_why = page.text_content("#job-why"), served.get(f"/jobs/{served.first}/explain")
     assert ageless(shown) == ageless(served_why["why"]) and shown
-    assert page.text_content("#job-fields tr[data-field=command] td") == "sleep 900"
+    assert page.text_content("#job-fields tr[data-field=command] td") == "sleep 3600"
     assert page.text_content("[data-testid=job-state]") == "running"
 
     # a finished job: its output; the XSS job: its command and output shown as text
