@@ -35,7 +35,8 @@ def test_recorded_samples_are_stored_and_summarised(tmp_path: Path) -> None:
     recorded = tmp_path / "samples.csv"
     recorded.write_text("gpu_util,mem_util,mem_mib\n90,40,5000\n70,20,6000\n")
     service = service_with(tmp_path, ReplayMetrics.from_csv(recorded))
-    job = service.submit(JobRequest(["sleep", "1"], gpus=1))
+    # it runs well past the four passes (with 1 s, CI's load ended it before pids read)
+    job = service.submit(JobRequest(["sleep", "60"], gpus=1))
     for _ in range(4):
         service.reconcile()
         time.sleep(0.05)
@@ -44,6 +45,8 @@ def test_recorded_samples_are_stored_and_summarised(tmp_path: Path) -> None:
     assert 70 <= profile["gpu_util_mean"] <= 90
     assert profile["mem_mib_peak"] == 6000
     assert service.backend.pids(job)  # type: ignore[attr-defined]
+    service.cancel(job)
+    service.reconcile()
 
 
 def test_a_failing_metrics_source_never_stops_scheduling(tmp_path: Path) -> None:
