@@ -201,11 +201,12 @@ class CloudPools:
         bill = self.up.get(index)
         return 0.0 if bill is None else max(0.0, bill.ready_at - now)
 
-    def may_power_up(self, pool: str) -> bool:
+    def may_power_up(self, pool: str, nodes: int) -> bool:
+        """Whether ``nodes`` more of ``pool`` may come up within its cap."""
         spec = self.pools[pool]
         if spec.max_nodes is None:
             return True
-        return sum(1 for b in self.up.values() if b.pool == pool) < spec.max_nodes
+        return sum(1 for b in self.up.values() if b.pool == pool) + nodes <= spec.max_nodes
 
     # -- what happens ---------------------------------------------------------------
     def started(self, job: JobState, placement: Placement, pool: str, now: float) -> None:

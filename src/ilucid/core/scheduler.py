@@ -412,10 +412,8 @@ class SchedulingPass:
         placement = scheduler.placer.place(job.spec, scheduler.free, off_pool(pool.name))
         if placement is None:
             return None, 0.0
-        if pool.max_nodes is not None:
-            up = sum(1 for bill in cloud.up.values() if bill.pool == pool.name)
-            if up + len(placement.parts) > pool.max_nodes:
-                return None, 0.0
+        if not cloud.may_power_up(pool.name, len(placement.parts)):
+            return None, 0.0
         return placement, pool.startup_s
 
     def expected_onprem_wait(self, gpus: int, gpu_type: str | None = None) -> float:

@@ -139,7 +139,7 @@ def _read_cloud(args: argparse.Namespace) -> Any:
     from ilucid.settings.cloud_settings import CloudSettings, load_cloud_settings
 
     cloud = load_cloud_settings(args.tiers) if args.tiers is not None else CloudSettings()
-    kube_pools = [text.split(":", 1)[0] for text in getattr(args, "kube_pool", None) or []]
+    kube_pools = [text.split(":", 1)[0] for text in args.kube_pool]
     for name in kube_pools:
         if name not in cloud.pools:
             raise ValueError(
