@@ -202,7 +202,7 @@ def test_a_share_of_one_gpu_is_refused_naming_the_field(live: Live) -> None:
     submission rather than queued forever."""
     body = {"command": live.command(), "gpus": 1, "gpu_milli": 500}
     response = live.client.post("/jobs", json=body, headers=live.headers)
-    assert response.status_code == 422, response.text
+    assert response.status_code == 409, response.text
     assert response.json()["detail"] == (
         "gpu_milli: the slurm backend gives jobs whole GPUs only"
         " (leave gpu_milli out to ask for one whole GPU)"
@@ -300,5 +300,5 @@ def test_a_need_no_node_meets_is_refused_naming_the_field(live: Live) -> None:
     ):
         body = {"command": live.command(), "gpus": 1, field: need}
         response = live.client.post("/jobs", json=body, headers=live.headers)
-        assert response.status_code == 422, response.text
+        assert response.status_code == 409, response.text
         assert response.json()["detail"] == detail

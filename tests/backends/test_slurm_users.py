@@ -227,7 +227,7 @@ def test_a_job_runs_on_slurm_as_its_tokens_account_with_its_output_in_that_accou
     bob = {"Authorization": f"Bearer {create_token(engine, 'bob', 'lab')}"}
     try:
         refused = client.post("/jobs", json={"command": ["true"], "gpus": 1}, headers=bob)
-        assert refused.status_code == 422, refused.text
+        assert refused.status_code == 403, refused.text
         assert "this token has no Unix account" in refused.text
         assert "--unix-user" in refused.text
         probe = (

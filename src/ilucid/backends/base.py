@@ -27,6 +27,7 @@ __all__ = [
     "ForeignJob",
     "ForgetsEndedJobs",
     "ListsProcesses",
+    "NotAllowed",
     "Observation",
     "ObservedJob",
     "PowerState",
@@ -42,6 +43,12 @@ __all__ = [
 
 class BackendUnavailable(RuntimeError):
     """The cluster manager did not answer (e.g. slurmctld restarting); retried next pass."""
+
+
+class NotAllowed(ValueError):
+    """A submission whose account may not do what it asks (enter its directory, run
+    without a Unix account): the API answers 403, where any other refusal of a
+    backend's ``check`` is a conflict with what this cluster can run (409)."""
 
 
 class ProcessState(StrEnum):
@@ -146,8 +153,8 @@ class Backend(Protocol):
 @runtime_checkable
 class ChecksSubmissions(Protocol):
     def check(self, command: Sequence[str], cwd: str | None, run_as: str | None = None) -> None:
-        """Refuse (ValueError) at submission what could only fail at launch (a directory
-        the job's account ``run_as`` cannot enter)."""
+        """Refuse (ValueError) at submission what could only fail at launch; a directory
+        the job's account ``run_as`` cannot enter is :class:`NotAllowed`."""
         ...
 
 

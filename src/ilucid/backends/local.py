@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ilucid.backends.accounts import Account, job_account
-from ilucid.backends.base import Observation, ObservedJob, ProcessState
+from ilucid.backends.base import NotAllowed, Observation, ObservedJob, ProcessState
 from ilucid.backends.containment import (
     MARKER,
     Containment,
@@ -564,11 +564,11 @@ class LocalBackend:
         account = self._account("", run_as) if run_as is not None else None
         if account is None:
             if not os.access(cwd, os.X_OK):
-                raise ValueError(f"cwd {cwd!r}: this service's user cannot enter it")
+                raise NotAllowed(f"cwd {cwd!r}: this service's user cannot enter it")
             return
         # asked as the account itself: the kernel checks every directory on the way
         if not can_enter(account, cwd):
-            raise ValueError(
+            raise NotAllowed(
                 f"cwd {cwd!r}: the job's account {account.name} (uid {account.uid}) cannot"
                 " enter it; submit from a directory it can enter (every directory on the way"
                 " needs o+x, or the account's group), pass --cwd, or map your token to your"

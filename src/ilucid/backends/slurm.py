@@ -60,6 +60,7 @@ from ilucid.backends.accounts import DYNAMIC_PREFIX, Account, job_account
 from ilucid.backends.base import (
     BackendUnavailable,
     ForeignJob,
+    NotAllowed,
     Observation,
     ObservedJob,
     PowerState,
@@ -208,14 +209,14 @@ class SlurmBackend:
             return None
         if run_as is None:
             whose = f"job {job_id}" if job_id else "this token"
-            raise ValueError(
+            raise NotAllowed(
                 f"run_as: {whose} has no Unix account, and this service (root) submits no"
                 " Slurm job without one (never as root): map the token to an"
                 " account every Slurm node knows (ilucid token create --user USER --tenant"
                 " TENANT --unix-user ACCOUNT)"
             )
         if run_as.startswith(DYNAMIC_PREFIX):
-            raise ValueError(
+            raise NotAllowed(
                 f"run_as: {run_as} is a dynamic uid, which Slurm's nodes do not know (sbatch"
                 " refuses it): map the token to a Unix account (ilucid token create --user"
                 " USER --tenant TENANT --unix-user ACCOUNT)"
@@ -490,7 +491,7 @@ class SlurmBackend:
             return
         folder = self.spool.folder(account)
         if not can_enter(account, str(folder)):
-            raise ValueError(
+            raise NotAllowed(
                 f"run_as: the job's account {account.name} (uid {account.uid}) cannot reach"
                 f" its Slurm output folder {folder}: every folder above the data directory"
                 f" {self.spool.data_dir} needs o+x (or move the data directory)"

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from ilucid.backends.accounts import dynamic_run_as
 from ilucid.service.db import DynamicUidRow
-from ilucid.service.job_model import ServiceError
+from ilucid.service.job_model import NotPermitted, TryAgain
 
 __all__ = ["DEFAULT_DYNAMIC_UIDS", "parse_uid_range", "run_as_for"]
 
@@ -56,7 +56,7 @@ def run_as_for(
     if unix_user is not None:
         return unix_user
     if uids is None:
-        raise ServiceError(
+        raise NotPermitted(
             f"run_as: user {user!r} has no Unix account, and this service (root) runs no"
             " job without one: map the user (ilucid token create --user"
             f" {user} --tenant T --unix-user ACCOUNT) or start the service with"
@@ -78,7 +78,7 @@ def run_as_for(
                 None,
             )
             if free is None:
-                raise ServiceError(
+                raise TryAgain(
                     f"run_as: every uid of --dynamic-uids {uids[0]}-{uids[1]} is taken; map"
                     f" user {user!r} to a Unix account or widen the range"
                 )
@@ -88,4 +88,4 @@ def run_as_for(
             except IntegrityError:
                 continue
             return dynamic_run_as(free)
-    raise ServiceError("run_as: could not give the user a uid (too many at once); try again")
+    raise TryAgain("run_as: could not give the user a uid (too many at once); try again")

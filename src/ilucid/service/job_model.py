@@ -11,11 +11,34 @@ from __future__ import annotations
 from ilucid.core import Cluster, JobClass
 from ilucid.service.job_store import JobRequest
 
-__all__ = ["ServiceError", "check_request"]
+__all__ = ["NotPermitted", "ServiceError", "TryAgain", "Unsatisfiable", "check_request"]
 
 
 class ServiceError(ValueError):
-    """A request the service refuses; the message says why."""
+    """A request the service refuses; the message says why, ``status`` whose fault it is
+    (the API's answer): 422, the request itself is wrong."""
+
+    status = 422
+
+
+class Unsatisfiable(ServiceError):
+    """A well-formed request this cluster cannot run (no node of that GPU type, more
+    GPUs than it has): 409, a conflict with the cluster as it is."""
+
+    status = 409
+
+
+class NotPermitted(ServiceError):
+    """A request this user may not make here (a command off the allow-list, no Unix
+    account to run it as): 403."""
+
+    status = 403
+
+
+class TryAgain(ServiceError):
+    """A request that lost a race with others and may simply be sent again: 503."""
+
+    status = 503
 
 
 def _types_here(cluster: Cluster) -> str:
@@ -40,13 +63,13 @@ def _check_types(request: JobRequest, cluster: Cluster) -> list[int]:
     """The GPU counts of the nodes whose type and memory the request accepts."""
     types = {node.gpu_type for node in cluster.nodes}
     if request.gpu_type is not None and request.gpu_type not in types:
-        raise ServiceError(
+        raise Unsatisfiable(
             f"gpu_type: no node has GPU type {request.gpu_type}"
             f" (types here: {_types_here(cluster)})"
         )
     unknown = [t for t in request.preferred_gpu_types if t not in types]
     if unknown:
-        raise ServiceError(
+        raise Unsatisfiable(
             f"preferred_gpu_types: no node has GPU type {', '.join(unknown)}"
             f" (types here: {_types_here(cluster)})"
         )
@@ -66,7 +89,7 @@ def _check_types(request: JobRequest, cluster: Cluster) -> list[int]:
         # no node could be checked: the request would be taken on trust, then ignored
         of_type = f" of type {request.gpu_type}" if request.gpu_type else ""
         kinds = ", ".join(sorted({n.gpu_type for n in of_kind})) or "none"
-        raise ServiceError(
+        raise Unsatisfiable(
             f"gpu_memory_gb: no GPU{of_type} here reports its memory (types here: {kinds},"
             f" memory unknown), so {request.gpu_memory_gb:g} GB cannot be honoured; leave"
             " it out"
@@ -74,7 +97,7 @@ def _check_types(request: JobRequest, cluster: Cluster) -> list[int]:
     if request.gpu_memory_gb is not None and not fitting:
         largest = max((node.gpu_memory_gb for node in cluster.nodes), default=0.0)
         of_type = f" of type {request.gpu_type}" if request.gpu_type else ""
-        raise ServiceError(
+        raise Unsatisfiable(
             f"gpu_memory_gb: no GPU{of_type} has {request.gpu_memory_gb:g} GB"
             f" (largest here: {largest:g} GB)"
         )
@@ -95,13 +118,13 @@ def _check_shape(request: JobRequest, sizes: list[int]) -> None:
             kind = f" of type {request.gpu_type}" if request.gpu_type else ""
             if request.gpu_memory_gb is not None:
                 kind += f" with {request.gpu_memory_gb:g} GB or more"
-            raise ServiceError(
+            raise Unsatisfiable(
                 f"nodes: a gang of {request.nodes} x {request.gpus_per_node} GPUs needs"
                 f" {request.nodes} nodes with {request.gpus_per_node} GPUs{kind} each;"
                 f" {big_enough} here"
             )
     if request.gpus > sum(sizes):
-        raise ServiceError(
+        raise Unsatisfiable(
             f"gpus: must be between 0 and {sum(sizes)} (the GPUs here that fit the request)"
         )
     if not 0 < request.gpu_milli <= 1000:
@@ -126,7 +149,7 @@ def _check_host(request: JobRequest, cluster: Cluster) -> None:
             if request.gpu_type in (None, node.gpu_type)
         ]
         if have and all(0 < h < need for h in have):
-            raise ServiceError(
+            raise Unsatisfiable(
                 f"{field}: no node has {need:g} {unit} (most here: {max(have):g} {unit})"
             )
 
@@ -134,8 +157,10 @@ def _check_host(request: JobRequest, cluster: Cluster) -> None:
 def check_request(request: JobRequest, cluster: Cluster) -> None:
     """Refuse, naming the field, what no node of ``cluster`` could ever run."""
     _check_command(request)
-    if request.gpus < 0 or request.gpus > cluster.total_gpus:
-        raise ServiceError(
+    if request.gpus < 0:
+        raise ServiceError(f"gpus: must be >= 0 (got {request.gpus})")
+    if request.gpus > cluster.total_gpus:
+        raise Unsatisfiable(
             f"gpus: must be between 0 and {cluster.total_gpus} (this cluster's total)"
         )
     sizes = _check_types(request, cluster)

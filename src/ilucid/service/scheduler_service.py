@@ -32,7 +32,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ilucid.backends.base import Backend, Capabilities
+from ilucid.backends.base import Backend, Capabilities, NotAllowed
 from ilucid.backends.metrics import MetricsSource
 from ilucid.core import (
     Cluster,
@@ -54,7 +54,13 @@ from ilucid.service.estimate_memo import EstimateMemo
 from ilucid.service.estimator_log import record_estimators
 from ilucid.service.group_commit import GroupCommit
 from ilucid.service.job_accounts import DEFAULT_DYNAMIC_UIDS, run_as_for
-from ilucid.service.job_model import ServiceError, check_request
+from ilucid.service.job_model import (
+    NotPermitted,
+    ServiceError,
+    TryAgain,
+    Unsatisfiable,
+    check_request,
+)
 from ilucid.service.job_store import (
     CANCELLED,
     ENDED,
@@ -216,7 +222,7 @@ class SchedulerService:
     def _check(self, request: JobRequest) -> None:
         check_request(request, self.cluster)
         if request.gpu_milli < 1000 and self.capabilities.shares is None:
-            raise ServiceError(
+            raise Unsatisfiable(
                 f"gpu_milli: the {self.backend.name} backend gives jobs whole GPUs only"
                 " (leave gpu_milli out to ask for one whole GPU)"
             )
@@ -224,8 +230,10 @@ class SchedulerService:
         if checker is not None:
             try:
                 checker.check(list(request.command), request.cwd, request.run_as)
-            except ValueError as exc:
-                raise ServiceError(str(exc)) from None
+            except NotAllowed as exc:
+                raise NotPermitted(str(exc)) from None
+            except ValueError as exc:  # what this backend cannot run, however well asked
+                raise Unsatisfiable(str(exc)) from None
 
     def _store(self, request: JobRequest, job_class: JobClass) -> str:
         # estimated outside any lock and transaction: no one waits for a model
@@ -257,7 +265,7 @@ class SchedulerService:
             self.inbox.put(rows)
             self.wake.set()
             return [row.id for row in rows]
-        raise ServiceError("could not store the job (job ids kept colliding); try again")
+        raise TryAgain("could not store the job (job ids kept colliding); try again")
 
     def _take_inbox(self) -> None:
         """The core takes every committed submission it lacks (in memory: the lock's
