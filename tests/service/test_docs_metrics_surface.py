@@ -112,9 +112,9 @@ def test_ilucid_serve_metrics_public_flag(tmp_path: Path, public: bool) -> None:
 def test_no_cdn_backed_docs_pages_but_the_openapi_schema_stays(site: Site) -> None:
     for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
         assert site.client.get(path).status_code == 404, path
-    schema = site.client.get("/openapi.json")
+    schema = site.client.get("/api/v1/openapi.json")
     assert schema.status_code == 200
-    assert "/jobs/{job_id}/explain" in schema.json()["paths"]
+    assert "/api/v1/jobs/{job_id}/explain" in schema.json()["paths"]
 
 
 # -- security headers -------------------------------------------------------------------

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import httpx
 
     from ilucid.core import Cluster, JobSpec
+    from ilucid.service.client import ServiceClient
+    from ilucid.service.request_models import SubmitBody
     from ilucid.sim.runner import PolicyRun
 
 __all__ = ["COMMANDS"]
@@ -81,7 +83,12 @@ def _when(value: float | None) -> str:
 
 
 def _add_submit(submit: argparse.ArgumentParser) -> None:
-    submit.add_argument("--gpus", type=int, default=1, help="GPUs the job needs (0: none)")
+    submit.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs the job needs (0: none; default: 1, a gang's: nodes x gpus-per-node)",
+    )
     submit.add_argument(
         "--class",
         dest="job_class",
@@ -176,7 +183,13 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise ValueError("give the command after --, e.g. ilucid submit -- python3 train.py")
-    body: dict[str, Any] = {"command": command, "gpus": args.gpus, "class": args.job_class}
+    body: dict[str, Any] = {"command": command, "class": args.job_class}
+    if args.nodes is None:
+        body["gpus"] = 1 if args.gpus is None else args.gpus
+    elif args.gpus is not None and args.gpus != args.nodes * (args.gpus_per_node or 0):
+        raise ValueError(
+            f"--gpus {args.gpus} is not --nodes x --gpus-per-node; leave --gpus out of a gang"
+        )
     if args.estimate is not None:
         body["estimate_s"] = args.estimate
     if args.checkpoint:
@@ -202,12 +215,33 @@ def _submit(client: httpx.Client, args: argparse.Namespace) -> int:
         body["gpu_milli"] = args.gpu_milli
     # the job runs where it was submitted (as with sbatch), or in --cwd, always absolute
     body["cwd"] = os.path.abspath(args.cwd) if args.cwd else os.getcwd()
-    print(printable(call_service(client, "POST", "/jobs", json=body)["id"]))
+    print(printable(_service(client).submit(_submission(body)).id))
     return 0
 
 
+def _submission(body: dict[str, Any]) -> SubmitBody:
+    """``body`` checked here as the service checks it: a mistake is named before it
+    is sent, in the service's own words."""
+    from pydantic import ValidationError
+
+    from ilucid.service.request_models import SubmitBody
+
+    try:
+        return SubmitBody.model_validate(body)
+    except ValidationError as exc:
+        from ilucid.service.edge import validation_sentence
+
+        raise ValueError(validation_sentence(exc.errors())) from None
+
+
+def _service(client: httpx.Client) -> ServiceClient:
+    from ilucid.service.client import ServiceClient
+
+    return ServiceClient(client)
+
+
 def _jobs(client: httpx.Client, args: argparse.Namespace) -> int:
-    rows = call_service(client, "GET", "/jobs")
+    rows = [job.model_dump(by_alias=True) for job in _service(client).jobs()]
     # NAME last: scripts read the columns before it by position
     header = ("ID", "USER", "CLASS", "GPUS", "STATE", "ON GPUS", "PROGRESS", "COMMAND", "NAME")
     cells = [
@@ -373,7 +407,7 @@ def _add_job(parser: argparse.ArgumentParser) -> None:
 
 
 def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
-    result = call_service(client, "GET", f"/jobs/{args.job}/explain")
+    result = _service(client).explain(args.job).model_dump(by_alias=True)
     print(f"{printable(result['id'])}: {printable(result['why'])}")
     print(f"  {printable(result['estimate']['text'])}")
     if result.get("progress"):
@@ -405,8 +439,8 @@ def _by_stimulus(story: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, 
 
 
 def _cancel(client: httpx.Client, args: argparse.Namespace) -> int:
-    result = call_service(client, "DELETE", f"/jobs/{args.job}")
-    print(f"{printable(result['id'])}: {printable(result['state'])}")
+    result = _service(client).cancel(args.job)
+    print(f"{printable(result.id)}: {printable(result.state)}")
     return 0
 
 

@@ -44,7 +44,9 @@ def identity(service: SchedulerService, authorization: str | None) -> Identity:
     return who
 
 
-async def _who(service: Live, authorization: Annotated[str | None, Header()] = None) -> Identity:
+async def _who(
+    service: Live, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+) -> Identity:
     """:func:`identity` for a route: on the event loop while the token's owner is
     remembered, else the database look-up in a worker thread."""
     known = remembered(service.engine, _bearer(authorization))
@@ -56,10 +58,12 @@ async def _who(service: Live, authorization: Annotated[str | None, Header()] = N
 Who = Annotated[Identity, Depends(_who)]
 
 
-def own_job(session: Session, job_id: str, who: Identity) -> JobRow:
-    """The job if ``who`` may see it; 404 otherwise (another user's job is not revealed)."""
+def own_job(session: Session, job_id: str, who: Identity, what: str = "") -> JobRow:
+    """The job if ``who`` may see it; 404 otherwise (another user's job is not revealed).
+    ``what`` starts the 404's sentence, e.g. ``cursor: ``."""
     row = session.get(JobRow, job_id)
     if row is None or (not who.admin and row.user != who.user):
         # an admin sees every job: "of yours" would suggest someone else's might exist
-        raise HTTPException(404, f"no job {job_id}" if who.admin else f"no job {job_id} of yours")
+        mine = "" if who.admin else " of yours"
+        raise HTTPException(404, f"{what}no job {job_id}{mine}")
     return row

@@ -258,11 +258,20 @@ class DurationKeeper:
                 if left <= 0:
                     break
                 self._done.wait(left)
-            if self.live.version >= target:
-                return {"status": "done", "version": target}
-            if self._running is None:  # it failed
-                return {"status": "failed", "version": target, "error": self.last_error}
-            return {"status": "started" if started else "running", "version": target}
+            return self._outcome_locked(target, started)
+
+    def refit_outcome(self, target: int, started: bool) -> dict[str, Any]:
+        """Where the refit to version ``target`` stands now, without waiting: what
+        :meth:`refit` answers (an async waiter polls it, holding no thread)."""
+        with self._lock:
+            return self._outcome_locked(target, started)
+
+    def _outcome_locked(self, target: int, started: bool) -> dict[str, Any]:
+        if self.live.version >= target:
+            return {"status": "done", "version": target}
+        if self._running is None:  # it failed
+            return {"status": "failed", "version": target, "error": self.last_error}
+        return {"status": "started" if started else "running", "version": target}
 
     def _executor(self) -> Executor:
         """Where refits run: a Dask cluster's workers, else one local spawned process."""

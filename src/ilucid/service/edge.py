@@ -1,38 +1,33 @@
-"""The API's edge: what a request may hold, checked once and strictly, and the
-headers and size limit every response and request go through.
+"""The API's edge: the bounds of query parameters, the 422's one sentence, and the
+headers and size limit every response and request go through (what a body may hold
+is :mod:`ilucid.service.request_models`).
 
-Numbers must be finite and in range, whole numbers are not coerced, text must
-be valid UTF-8 without NUL, commands are bounded, and bodies over
-:data:`MAX_BODY_BYTES` get 413 whether or not they say their length.
+Bodies over :data:`MAX_BODY_BYTES` get 413 whether or not they say their length.
 """
 
 import difflib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import HTTPException, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ilucid.service.problems import problem_response
+from ilucid.service.request_models import PATTERN_WORDS
+
 __all__ = [
-    "MAX_ARGS",
     "MAX_BODY_BYTES",
-    "MAX_COMMAND_BYTES",
-    "MAX_SECONDS",
     "QUERY_INT_MAX",
     "QUERY_NUMBER_MAX",
     "QUERY_TEXT_MAX",
     "STRICT_CSP",
     "BodyLimit",
-    "PolicyBody",
-    "RequestBody",
     "SecurityHeaders",
-    "SubmitBody",
-    "body_fields",
     "json_safe",
     "query_int",
     "query_number",
@@ -43,12 +38,6 @@ __all__ = [
 
 #: Largest request body accepted, bytes; larger ones get 413 (see :class:`BodyLimit`)
 MAX_BODY_BYTES = 1 << 20
-#: Most arguments, and bytes of all arguments, one command may hold (Linux's own
-#: limit on a process's arguments is 128 KiB a string, about 2 MiB in all)
-MAX_ARGS = 4096
-MAX_COMMAND_BYTES = 128 * 1024
-#: Longest estimate or checkpoint interval accepted: ten years
-MAX_SECONDS = 10 * 365 * 86400.0
 
 #: The bounds of every query parameter, shared by every route (a 422 names the bound):
 #: a whole number is at most a billion (a page number times a page size then stays far
@@ -87,119 +76,6 @@ def query_text(
     if not 0 < max_length <= QUERY_TEXT_MAX:
         raise ValueError(f"query text of {max_length} characters: at most {QUERY_TEXT_MAX}")
     return Query(max_length=max_length, pattern=pattern, description=description)
-
-
-def _valid_text(value: str, field: str) -> str:
-    """Valid UTF-8 text: a stored row that cannot be encoded is never accepted (NUL is
-    refused by the service itself, for every face)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{field} must be valid UTF-8 text (no lone surrogates)") from None
-    return value
-
-
-class RequestBody(BaseModel):
-    """Every request body: a field it does not know is refused (422, with the closest
-    known name), never dropped: a mistyped ``estimate`` must not silently mean "none"."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def body_fields(model: type[BaseModel]) -> list[str]:
-    """The names a body of ``model`` may hold: each field's alias, and its own name."""
-    names: list[str] = []
-    for name, info in model.model_fields.items():
-        if info.alias:
-            names.append(info.alias)
-        if info.alias is None or model.model_config.get("populate_by_name"):
-            names.append(name)
-    return names
-
-
-class SubmitBody(RequestBody):
-    """A submission, validated once, strictly: whole numbers are whole numbers, numbers
-    are finite and in range, text is valid UTF-8, and sizes are bounded."""
-
-    command: list[str] = Field(
-        min_length=1, max_length=MAX_ARGS, description="program and arguments (no shell)"
-    )
-    gpus: int = Field(1, ge=0, le=4096)
-    job_class: str = Field("training", alias="class", max_length=32)
-    # at least 1 s: a statement is blended in log space (ilucid.core.stated_estimate)
-    estimate_s: float | None = Field(None, ge=1, le=MAX_SECONDS, allow_inf_nan=False)
-    checkpoint_s: float | None = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    cloud: bool = Field(
-        True, description="may burst to a paid pool when waiting costs more (false: on-prem only)"
-    )
-    cwd: str | None = Field(None, max_length=4096)
-    name: str | None = Field(None, max_length=128, description="a name to show beside the id")
-    priority: int = Field(
-        0, ge=-100, le=100, description="higher first within a class; above 0 needs an admin"
-    )
-    gpu_type: str | None = Field(
-        None, max_length=64, description="only GPUs of this type (a hard constraint)"
-    )
-    preferred_gpu_types: list[str] = Field(
-        default_factory=list, max_length=16, description="GPU types to try first, best first"
-    )
-    gpu_memory_gb: float | None = Field(
-        None, gt=0, le=4096, allow_inf_nan=False, description="GPU memory needed per GPU"
-    )
-    nodes: int | None = Field(None, ge=1, le=4096, description="a gang: this many nodes...")
-    gpus_per_node: int | None = Field(None, ge=1, le=1024, description="...with this many GPUs")
-    gpu_milli: int = Field(
-        1000, ge=1, le=1000, description="a share of one GPU in thousandths (with gpus = 1)"
-    )
-    cpus: float | None = Field(None, gt=0, le=100000, allow_inf_nan=False)
-    memory_gb: float | None = Field(None, gt=0, le=1 << 20, allow_inf_nan=False)
-    max_retries: int | None = Field(
-        None,
-        ge=0,
-        le=100,
-        description="retries after a failed launch or a vanished process, with a backoff"
-        " (default: the service's)",
-    )
-
-    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: list[str]) -> list[str]:
-        for argument in value:
-            _valid_text(argument, "command")
-        size = sum(len(a.encode("utf-8")) + 1 for a in value)
-        if size > MAX_COMMAND_BYTES:
-            raise ValueError(f"command holds {size:,} bytes; at most {MAX_COMMAND_BYTES:,}")
-        return value
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        _valid_text(value, "cwd")
-        if not value.startswith("/"):
-            raise ValueError(f"cwd must be an absolute path, got {value!r}")
-        return value
-
-    @field_validator("job_class")
-    @classmethod
-    def _job_class(cls, value: str) -> str:
-        return _valid_text(value, "class")
-
-    @field_validator("name", "gpu_type")
-    @classmethod
-    def _text(cls, value: str | None) -> str | None:
-        return None if value is None else _valid_text(value, "name or gpu_type")
-
-    @field_validator("preferred_gpu_types")
-    @classmethod
-    def _types(cls, value: list[str]) -> list[str]:
-        for gpu_type in value:
-            if len(_valid_text(gpu_type, "preferred_gpu_types")) > 64:
-                raise ValueError("preferred_gpu_types: each type is at most 64 characters")
-        return value
 
 
 #: nesting shown of a refused value; deeper parts read "..." (a body nested thousands
@@ -251,7 +127,10 @@ _MUST = {
     "string_too_long": "must be at most {max_length} characters",
     "literal_error": "must be one of {expected}",
     "json_invalid": "is not valid JSON ({error})",
+    "string_unicode": "must be valid UTF-8 text (no lone surrogates)",
 }
+#: a message that starts with the field it is about
+_NAMED = re.compile(r"^[a-z_]+: ")
 #: where a value came from, which the field's name need not repeat
 _SOURCES = ("body", "query", "path", "header", "cookie")
 #: a value shown as "(got ...)" when its JSON is at most this long
@@ -289,6 +168,8 @@ def _must(error: Mapping[str, Any], field: str, known: Sequence[str] = ()) -> st
         return _unknown(field, known)
     # bounds as people write them: 0, not 0.0
     ctx = {k: f"{v:g}" if isinstance(v, float) else v for k, v in (error.get("ctx") or {}).items()}
+    if kind == "string_pattern_mismatch" and ctx.get("pattern") in PATTERN_WORDS:
+        return PATTERN_WORDS[ctx["pattern"]]
     template = _MUST.get(kind)
     if template is not None:
         try:
@@ -309,16 +190,25 @@ def validation_sentence(errors: Sequence[Mapping[str, Any]], known: Sequence[str
     parts = []
     for error in errors:
         field = _field(error)
-        part = f"{field}: {_must(error, field, known)}"
+        must = _must(error, field, known)
+        # a rule over the whole body names its own field ("nodes: comes with ...")
+        part = must if field == "body" and _NAMED.match(must) else f"{field}: {must}"
         kind = error.get("type")
-        if "input" in error and kind not in ("missing", "json_invalid", "extra_forbidden"):
-            value = error["input"]
+        value = error.get("input")
+        # a rule over the whole body: its sentence says what is wrong, the body is long
+        shows = field != "body" or not isinstance(value, dict)
+        if (
+            "input" in error
+            and kind not in ("missing", "json_invalid", "extra_forbidden")
+            and shows
+        ):
             shown = (
                 repr(value)  # nan, inf: JSON has no spelling for them
                 if isinstance(value, float) and not math.isfinite(value)
                 else json.dumps(json_safe(value), ensure_ascii=False)
             )
-            if len(shown) <= _SHOWN_INPUT and " got " not in part:
+            said = kind == "value_error" and str(value) in part  # our rule said it
+            if len(shown) <= _SHOWN_INPUT and " got " not in part and not said:
                 part += f" (got {shown})"
         parts.append(part)
     return "; ".join(parts) or "the request is not valid"
@@ -327,8 +217,8 @@ def validation_sentence(errors: Sequence[Mapping[str, Any]], known: Sequence[str
 def validation_answer(
     errors: Sequence[Mapping[str, Any]], known: Iterable[str] = ()
 ) -> JSONResponse:
-    """422: ``detail`` is :func:`validation_sentence`; ``errors`` keeps each error's
-    type, location and message (and its input when short) for programs."""
+    """422, a problem whose ``detail`` is :func:`validation_sentence`; its ``errors``
+    keep each error's type, location and message (and its input when short) for programs."""
     known = list(known)
     kept = []
     for error in errors:
@@ -338,12 +228,7 @@ def validation_answer(
             if len(json.dumps(shown, ensure_ascii=False)) <= 200:
                 entry["input"] = shown
         kept.append(json_safe(entry))
-    body = {"detail": validation_sentence(errors, known), "errors": kept}
-    return JSONResponse(body, status_code=422)
-
-
-class PolicyBody(RequestBody):
-    policy: str
+    return problem_response(422, validation_sentence(errors, known), errors=kept)
 
 
 #: The policy of every response that sets none of its own (all but the dashboard):
@@ -406,8 +291,9 @@ class BodyLimit:
 
     @staticmethod
     async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
-        detail = {"detail": f"request body over {MAX_BODY_BYTES:,} bytes"}
-        await JSONResponse(detail, status_code=413, headers=_CLOSE)(scope, receive, send)
+        detail = f"request body over {MAX_BODY_BYTES:,} bytes"
+        answer = problem_response(413, detail, headers=_CLOSE)
+        await answer(scope, receive, send)
 
 
 class SecurityHeaders:

@@ -1,24 +1,32 @@
 """Routes on the service itself: the policy, the duration model, the history export
 and the metrics. Changing anything, and reading every tenant's figures, is an admin's."""
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 
 from ilucid.core.policies import live_profiles
 from ilucid.service.access import Live, Who, identity
 from ilucid.service.duration_keeper import RefitRefused
-from ilucid.service.edge import PolicyBody, query_number
+from ilucid.service.edge import query_number
 from ilucid.service.history import export_history
 from ilucid.service.metrics_export import render_metrics
+from ilucid.service.problems import problem_statuses
+from ilucid.service.request_models import PolicyBody
 
-__all__ = ["REFIT_MAX_WAIT_S", "router"]
+__all__ = ["REFIT_MAX_WAIT_S", "metrics_router", "router"]
 
 #: Longest a ``POST /model/refit?wait=`` holds its answer, seconds
 REFIT_MAX_WAIT_S = 600.0
+#: How often a waiting refit request looks again, seconds
+REFIT_POLL_S = 0.2
 
 router = APIRouter()
+#: /metrics stays where Prometheus scrapers look for it, unversioned
+metrics_router = APIRouter()
 
 
 @router.get("/policy")
@@ -26,13 +34,10 @@ def get_policy(who: Who, service: Live) -> dict[str, Any]:
     return {"policy": service.policy_name, "allowed": list(live_profiles())}
 
 
-@router.put("/policy")
+@router.put("/policy", responses=problem_statuses([403]))
 def set_policy(body: PolicyBody, who: Who, service: Live) -> dict[str, str]:
     if not who.admin:
         raise HTTPException(403, "only an admin may change the policy")
-    allowed = live_profiles()
-    if body.policy not in allowed:
-        raise HTTPException(422, f"policy must be one of {', '.join(allowed)}")
     service.set_policy(body.policy)
     return {"policy": body.policy}
 
@@ -43,21 +48,31 @@ def model(who: Who, service: Live) -> dict[str, Any]:
     return service.durations.status()
 
 
-@router.post("/model/refit")
-def refit(
+@router.post("/model/refit", responses=problem_statuses([403, 409]))
+async def refit(
     who: Who, service: Live, wait: Annotated[float, query_number(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
 ) -> dict[str, Any]:
     """Refit the duration model now in the background worker (admin); with ``wait``
-    (seconds), answer once it is done: ``status`` is done, started, running or failed."""
+    (seconds), answer once it is done: ``status`` is done, started, running or failed.
+
+    The wait holds no worker thread: it polls on the event loop. Requests that each held
+    a thread for minutes would take the pool every other route needs (40 of them)."""
     if not who.admin:
         raise HTTPException(403, "only an admin may refit the model")
     try:
-        return service.durations.refit(wait)
+        answer = await run_in_threadpool(service.durations.refit, 0.0)
     except RefitRefused as exc:
         raise HTTPException(409, str(exc)) from None
+    target, started = int(answer["version"]), answer["status"] == "started"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while answer["status"] in ("started", "running") and loop.time() < deadline:
+        await asyncio.sleep(min(REFIT_POLL_S, max(0.0, deadline - loop.time())))
+        answer = service.durations.refit_outcome(target, started)
+    return answer
 
 
-@router.get("/history.csv", response_class=PlainTextResponse)
+@router.get("/history.csv", response_class=PlainTextResponse, responses=problem_statuses([403]))
 def history(who: Who, service: Live) -> str:
     """Ended jobs as ilucid's generic trace (``ilucid whatif`` replays it)."""
     if not who.admin:
@@ -65,7 +80,7 @@ def history(who: Who, service: Live) -> str:
     return export_history(service)
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@metrics_router.get("/metrics", response_class=PlainTextResponse, responses=problem_statuses([403]))
 def metrics(request: Request, service: Live) -> str:
     """Prometheus text: jobs by state, pending by class and tenant, GPUs, preemptions,
     decisions by reason, and the scheduling-pass latency histogram. Needs an admin

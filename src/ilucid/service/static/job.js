@@ -83,7 +83,7 @@ function drawProfile(profile) {
 }
 
 async function loadJob(id, hash) {
-  const base = '/jobs/' + encodeURIComponent(id);
+  const base = API + '/jobs/' + encodeURIComponent(id);
   let job;
   try {
     job = await api(base);
@@ -97,7 +97,7 @@ async function loadJob(id, hash) {
     return true;
   }
   const [explain, outlook, profile, log, progress] = await Promise.all([
-    api(base + '/explain'), api('/views' + base), api(base + '/profile'),
+    api(base + '/explain'), api('/views/jobs/' + encodeURIComponent(id)), api(base + '/profile'),
     api(base + '/logs?stream=stdout', true), api(base + '/progress')]);
   if (location.hash !== hash) return false;
   state.skew = outlook.now - Date.now() / 1000;

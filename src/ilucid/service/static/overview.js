@@ -10,9 +10,10 @@ function rangeMinutes() {
 
 async function loadOverview(hash) {
   const minutes = rangeMinutes();
-  const [queue, running, nodes, timeline, policy, quotas] = await Promise.all([
-    api('/queue'), api('/jobs?state=running'), api('/nodes'),
-    api('/timeline?minutes=' + minutes), api('/policy'), api('/views/quotas')]);
+  const [queue, runningPage, nodes, timeline, policy, quotas] = await Promise.all([
+    api(API + '/queue'), api(API + '/jobs?state=running&limit=1000'), api(API + '/nodes'),
+    api(API + '/timeline?minutes=' + minutes), api(API + '/policy'), api('/views/quotas')]);
+  const running = runningPage.jobs;  // the first 1,000 running jobs
   if (location.hash !== hash || rangeMinutes() !== minutes) return false;
   state.skew = timeline.now - Date.now() / 1000;
   let total = 0, free = 0;

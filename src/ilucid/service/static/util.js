@@ -89,6 +89,9 @@ function setStatus(text, error) {
   s.className = error ? 'error' : '';
 }
 
+// the versioned REST API (the dashboard's own views stay at /views/)
+const API = '/api/v1';
+
 class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
