@@ -71,18 +71,23 @@ def serving(
     """A real ``ilucid serve`` (0.2 s passes) until the block ends; yields ``env`` with
     the service's URL and admin token, as a user's shell would have them."""
     env = {**env, "ILUCID_URL": f"http://127.0.0.1:{port}"}
-    process = subprocess.Popen(
-        serve_command(data, port, gpus, 0.2, *extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    # its output goes to a file beside the data directory, never to a pipe: a pipe no one
+    # reads fills (64 KiB of job transitions) and the service blocks on its next log line
+    log_path = data.parent / f"{data.name}.serve.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            serve_command(data, port, gpus, 0.2, *extra),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
     deadline = time.monotonic() + 30
     while run_ilucid("nodes", "--data-dir", str(data), env=env).returncode != 0:
         if time.monotonic() > deadline or process.poll() is not None:
             process.kill()
-            raise AssertionError(f"serve did not start: {process.communicate()[0]}")
+            process.wait()
+            raise AssertionError(f"serve did not start: {log_path.read_text()}")
         time.sleep(0.3)
     env["ILUCID_TOKEN"] = (data / "admin.token").read_text().strip()
     try:
