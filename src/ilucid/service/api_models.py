@@ -17,6 +17,12 @@ __all__ = [
     "JobDetail",
     "JobPage",
     "JobView",
+    "ModelStatus",
+    "NodeView",
+    "PolicySet",
+    "PolicyView",
+    "QueueEntry",
+    "RefitAnswer",
     "Retries",
     "StoryLineView",
     "SubmitAnswer",
@@ -152,3 +158,70 @@ class ExplainAnswer(_Answer):
     decisions: list[Decision]
     retries: Retries
     story: list[StoryLineView] = Field(description="every move with its cause, oldest first")
+
+
+class _Exact(_Answer):
+    # a key the route adds but the model lacks fails loudly (in tests), never vanishes
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class QueueEntry(_Exact):
+    """A pending job in policy order, with its owner and size but never its command."""
+
+    id: str
+    position: int | None = Field(description="its place in the policy's order")
+    expected_start: float | None = Field(description="when it is expected to start, epoch s")
+    user: str | None
+    tenant: str | None
+    job_class: str | None = Field(alias="class")
+    gpus: int | None
+    name: str | None
+    reason: str | None = Field(description="why it waits (the queue's first 200 jobs)")
+
+
+class NodeView(_Exact):
+    """A node with its free GPUs and who holds each GPU."""
+
+    name: str
+    gpus: int
+    gpu_type: str
+    gpu_memory_gb: float
+    free_gpus: int
+    cpus: float | None = Field(description="CPUs jobs may book (null: not said)")
+    free_cpus: float | None
+    memory_gb: float | None
+    free_memory_gb: float | None
+    gpu_jobs: list[str | None] = Field(description="per GPU, the job holding it (a + b: shared)")
+    gpu_milli: list[list[int]] = Field(description="per GPU, the thousandths each holder holds")
+    excluded: str | None = Field(description="why the cluster manager took it out of service")
+
+
+class PolicyView(_Exact):
+    policy: str
+    allowed: list[str]
+
+
+class PolicySet(_Exact):
+    policy: str
+
+
+class ModelStatus(_Exact):
+    """The live duration model: its version, what it was fitted on, refit state."""
+
+    kind: str
+    version: int
+    trained_at: float | None
+    trained_rows: int
+    finished_jobs: int
+    min_jobs: int
+    refit_every: int
+    refit_interval_s: float
+    refitting: bool
+    refit_version: int | None
+    last_error: str | None
+
+
+class RefitAnswer(_Exact):
+    status: str = Field(description="done, started, running or failed")
+    version: int
+    error: str | None = None

@@ -2,7 +2,7 @@
 and the metrics. Changing anything, and reading every tenant's figures, is an admin's."""
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse
@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ilucid.core.policies import live_profiles
 from ilucid.service.access import Live, Who, identity
+from ilucid.service.api_models import ModelStatus, PolicySet, PolicyView, RefitAnswer
 from ilucid.service.duration_keeper import RefitRefused
 from ilucid.service.edge import query_number
 from ilucid.service.history import export_history
@@ -30,28 +31,28 @@ metrics_router = APIRouter()
 
 
 @router.get("/policy")
-def get_policy(who: Who, service: Live) -> dict[str, Any]:
-    return {"policy": service.policy_name, "allowed": list(live_profiles())}
+def get_policy(who: Who, service: Live) -> PolicyView:
+    return PolicyView(policy=service.policy_name, allowed=list(live_profiles()))
 
 
 @router.put("/policy", responses=problem_statuses([403]))
-def set_policy(body: PolicyBody, who: Who, service: Live) -> dict[str, str]:
+def set_policy(body: PolicyBody, who: Who, service: Live) -> PolicySet:
     if not who.admin:
         raise HTTPException(403, "only an admin may change the policy")
     service.set_policy(body.policy)
-    return {"policy": body.policy}
+    return PolicySet(policy=body.policy)
 
 
 @router.get("/model")
-def model(who: Who, service: Live) -> dict[str, Any]:
+def model(who: Who, service: Live) -> ModelStatus:
     """The live duration model: its version, what it was fitted on, refit state."""
-    return service.durations.status()
+    return ModelStatus.model_validate(service.durations.status())
 
 
 @router.post("/model/refit", responses=problem_statuses([403, 409]))
 async def refit(
     who: Who, service: Live, wait: Annotated[float, query_number(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
-) -> dict[str, Any]:
+) -> RefitAnswer:
     """Refit the duration model now in the background worker (admin); with ``wait``
     (seconds), answer once it is done: ``status`` is done, started, running or failed.
 
@@ -69,7 +70,7 @@ async def refit(
     while answer["status"] in ("started", "running") and loop.time() < deadline:
         await asyncio.sleep(min(REFIT_POLL_S, max(0.0, deadline - loop.time())))
         answer = service.durations.refit_outcome(target, started)
-    return answer
+    return RefitAnswer.model_validate(answer)
 
 
 @router.get("/history.csv", response_class=PlainTextResponse, responses=problem_statuses([403]))

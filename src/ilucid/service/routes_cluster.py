@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ilucid.service.access import Live, Who
+from ilucid.service.api_models import NodeView, QueueEntry
 from ilucid.service.db import JobRow
 from ilucid.service.edge import query_number
 from ilucid.service.history import gpu_holders, gpu_shares, timeline
@@ -23,7 +24,7 @@ router = APIRouter()
 
 
 @router.get("/queue")
-def queue(who: Who, service: Live) -> list[dict[str, Any]]:
+def queue(who: Who, service: Live) -> list[QueueEntry]:
     """Pending jobs in policy order; the first :data:`QUEUE_REASONS` say why they wait.
 
     Every pending job is listed (positions make sense only for the whole queue),
@@ -41,23 +42,25 @@ def queue(who: Who, service: Live) -> list[dict[str, Any]]:
     for index, (job_id, position, start) in enumerate(entries):
         row = rows.get(job_id)
         result.append(
-            {
-                "id": job_id,
-                "position": position,
-                "expected_start": start,
-                "user": row.user if row is not None else None,
-                "tenant": row.tenant if row is not None else None,
-                "class": row.job_class if row is not None else None,
-                "gpus": row.gpus if row is not None else None,
-                "name": row.name if row is not None else None,  # what its user named it
-                "reason": (service.explain(job_id) or None) if index < QUEUE_REASONS else None,
-            }
+            QueueEntry.model_validate(
+                {
+                    "id": job_id,
+                    "position": position,
+                    "expected_start": start,
+                    "user": row.user if row is not None else None,
+                    "tenant": row.tenant if row is not None else None,
+                    "class": row.job_class if row is not None else None,
+                    "gpus": row.gpus if row is not None else None,
+                    "name": row.name if row is not None else None,  # what its user named it
+                    "reason": (service.explain(job_id) or None) if index < QUEUE_REASONS else None,
+                }
+            )
         )
     return result
 
 
 @router.get("/nodes")
-def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
+def nodes(who: Who, service: Live) -> list[NodeView]:
     """Nodes with their free GPUs and, per GPU, the running job holding it (or null);
     a node the cluster manager took out of service says why (``excluded``)."""
     with Session(service.engine) as session:
@@ -72,22 +75,24 @@ def nodes(who: Who, service: Live) -> list[dict[str, Any]]:
         holders = gpu_holders(sizes, [(job_id, indices) for job_id, indices, _ in held])
         shares = gpu_shares(sizes, [(job_id, indices, milli) for job_id, indices, milli in held])
         return [
-            {
-                "name": node.name,
-                "gpus": node.num_gpus,
-                "gpu_type": node.gpu_type,
-                "gpu_memory_gb": node.gpu_memory_gb,
-                "free_gpus": free.free[index],
-                # CPUs and memory jobs may book here (null: the cluster manager does not say)
-                "cpus": node.cpus or None,
-                "free_cpus": round(free.cpus_free[index], 3) if node.cpus else None,
-                "memory_gb": node.memory_gb or None,
-                "free_memory_gb": round(free.memory_free[index], 3) if node.memory_gb else None,
-                "gpu_jobs": holders[index],
-                # per GPU, the thousandths each of its holders holds (a share: < 1000)
-                "gpu_milli": shares[index],
-                "excluded": excluded.get(node.name),
-            }
+            NodeView.model_validate(
+                {
+                    "name": node.name,
+                    "gpus": node.num_gpus,
+                    "gpu_type": node.gpu_type,
+                    "gpu_memory_gb": node.gpu_memory_gb,
+                    "free_gpus": free.free[index],
+                    # CPUs and memory jobs may book here (null: the cluster manager does not say)
+                    "cpus": node.cpus or None,
+                    "free_cpus": round(free.cpus_free[index], 3) if node.cpus else None,
+                    "memory_gb": node.memory_gb or None,
+                    "free_memory_gb": round(free.memory_free[index], 3) if node.memory_gb else None,
+                    "gpu_jobs": holders[index],
+                    # per GPU, the thousandths each of its holders holds (a share: < 1000)
+                    "gpu_milli": shares[index],
+                    "excluded": excluded.get(node.name),
+                }
+            )
             for index, node in enumerate(cluster_nodes)
         ]
 
