@@ -219,6 +219,7 @@ ASYNC_ALLOWED = {
     "healthz": "answers from memory",
     "current_service": "reads app.state",
     "_who": "a remembered token from memory; a look-up in a worker thread",
+    "refit": "starts the refit in a worker thread, then waits polling memory on the loop",
 }
 
 
