@@ -49,7 +49,9 @@ def model(who: Who, service: Live) -> ModelStatus:
     return ModelStatus.model_validate(service.durations.status())
 
 
-@router.post("/model/refit", responses=problem_statuses([403, 409]))
+@router.post(
+    "/model/refit", responses=problem_statuses([403, 409]), response_model_exclude_none=True
+)
 async def refit(
     who: Who, service: Live, wait: Annotated[float, query_number(ge=0, le=REFIT_MAX_WAIT_S)] = 0.0
 ) -> RefitAnswer:
