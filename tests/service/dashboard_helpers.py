@@ -31,6 +31,19 @@ CHROMIUM = Path("/usr/bin/chromium")
 XSS = "<img src=x onerror=window.__xss=1>"
 EVIL_USER = "<img src=x onerror=window.__xss=2>"
 EVIL_TENANT = "lab<script>window.__xss=3</script>"
+#: The default profile with one level, so the waiting job never overtakes the running
+#: ones however long a module runs. The default demotes a job once it has run 1,800
+#: GPU-seconds: under CI's load the two 2-GPU jobs passed 15 minutes before the module's
+#: last test, the waiting job (none run) outranked them, preempted one and started.
+STEADY = """
+[profile]
+name = "dashboard-steady"
+base = "ilucid"
+summary = "the default profile, one level (the dashboard tests' queue stays as built)"
+
+[settings]
+levels = [1e15]
+"""
 #: A run of the service before this one, ended 20 to 10 minutes ago: a down period since.
 EARLIER_RUN_S = (1200.0, 600.0)
 
@@ -57,10 +70,12 @@ class Served:
             return response.json()
         return response.text
 
-    def submit(self, command: list[str], gpus: int, token: str | None = None) -> str:
+    def submit(
+        self, command: list[str], gpus: int, token: str | None = None, estimate_s: float = 600
+    ) -> str:
         response = httpx.post(
             self.url + "/jobs",
-            json={"command": command, "gpus": gpus, "estimate_s": 600},
+            json={"command": command, "gpus": gpus, "estimate_s": estimate_s},
             headers={"Authorization": f"Bearer {token or self.token}"},
             timeout=10,
         )
@@ -136,7 +151,8 @@ def _populate(served: Served) -> None:
     served.wait("both training jobs to run", launched)
     # read at most every 10 s a job: the first read may come before the job wrote it
     served.wait("the second job's progress", lambda: bool(served.job(served.second)["progress"]))
-    served.waiting = served.submit(["true"], 2, token=served.evil_token)
+    # a week asked: it ranks behind the running jobs however far they overrun (STEADY)
+    served.waiting = served.submit(["true"], 2, token=served.evil_token, estimate_s=7 * 86400)
     served.wait(
         "the third job to wait",
         lambda: any(q["id"] == served.waiting and q["reason"] for q in served.get("/queue")),
@@ -149,9 +165,11 @@ def serving(root: Path, populate: Callable[[Served], None] | None = None) -> Ite
     with the jobs ``populate`` submits (by default :func:`_populate`'s)."""
     data, port, log = root / "data", free_port(), root / "serve.log"
     db_url = earlier_run(data)
+    profile = root / "dashboard-steady.toml"
+    profile.write_text(STEADY, encoding="utf-8")
     with log.open("w") as output:  # a file, not a pipe nobody drains while tests run
         process = subprocess.Popen(
-            serve_command(data, port, 4, 0.2, "--grace", "2"),
+            serve_command(data, port, 4, 0.2, "--grace", "2", "--policy", str(profile)),
             stdout=output,
             stderr=subprocess.STDOUT,
         )
