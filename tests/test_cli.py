@@ -78,7 +78,11 @@ def test_simulate_writes_summary_jobs_and_report(tmp_path: Path) -> None:
     report = (out / "report.html").read_text()
     data = report.split('<script type="application/json" id="report-data">')[1]
     charts = json.loads(data.split("</script>")[0])
-    assert len(charts["charts"]) == 5 and set(charts["policies"]) == set(summary)
+    assert len(charts["charts"]) == 6 and set(charts["policies"]) == set(summary)
+    # the last plots expected starts against actual ones: a CDF of their ratio
+    starts = charts["charts"][-1]
+    assert starts["kind"] == "cdf" and starts["x_unit"] == "ratio"
+    assert starts["title"].startswith("Expected start against actual start")
 
 
 def test_parallel_processes_give_the_same_results(tmp_path: Path) -> None:
@@ -240,9 +244,14 @@ def test_simulate_explain_prints_the_jobs_story(
     assert "queued at position" in out and "expected to start at t=" in out
     assert "why these nodes: consolidation" in out  # the placement's score, term by term
     jobs = (tmp_path / "o" / "jobs-fifo.csv").read_text().splitlines()
-    assert jobs[0].endswith("wait_reason,profiled_s,packed,lost_work_s,predicted_start")
-    predicted = [line.split(",")[-1] for line in jobs[1:]]
-    assert any(predicted), "a sample of waiting jobs carries its expected start"
+    assert jobs[0].endswith(
+        "wait_reason,profiled_s,packed,lost_work_s,predicted_start,"
+        "predicted_low,predicted_high,projected_start"
+    )
+    predicted = [line.split(",")[-4:] for line in jobs[1:]]
+    assert any(p[0] for p in predicted), "a sample of waiting jobs carries its expected start"
+    ranged = [[float(v) for v in p] for p in predicted if p[0]]
+    assert all(low <= mid <= high for mid, low, high, _ in ranged), "a range holds its median"
 
 
 def test_explain_unknown_job_is_an_error(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_cdfs_are_the_fraction_of_jobs_done_within_each_time(results: list[SimRe
 
 
 def test_cluster_series_share_one_time_axis(results: list[SimResult]) -> None:
-    charts = report_data(results)["charts"][2:]
+    charts = report_data(results)["charts"][2:5]
     assert [c["title"] for c in charts] == [
         "Busy GPUs over time",
         "Pending jobs over time",
@@ -73,6 +73,23 @@ def test_cluster_series_share_one_time_axis(results: list[SimResult]) -> None:
                 held = sum(buckets[k]) / len(buckets[k])
             assert shown == (None if k > last_bucket else pytest.approx(held, abs=1e-3)), k
         assert max(v for v in ys if v is not None) <= result.cluster_gpus
+
+
+def test_expected_starts_are_plotted_against_actual_ones(results: list[SimResult]) -> None:
+    """The last chart: each policy's CDF of (actual wait + 10 min) / (predicted + 10 min)
+    over the jobs given an expected start, on a ratio axis."""
+    chart = report_data(results)["charts"][-1]
+    assert chart["kind"] == "cdf" and chart["x_unit"] == "ratio"
+    for result, ys in zip(results, chart["ys"], strict=True):
+        sampled = [r for r in result.records if r.predicted_start >= 0]
+        assert sampled, result.policy
+        ratios = [
+            max(0.01, (r.first_start - r.submit + 600) / (r.predicted_start - r.submit + 600))
+            for r in sampled
+        ]
+        for x, y in zip(chart["x"], ys, strict=True):
+            within = sum(v <= x * (1 + 1e-6) for v in ratios) / len(ratios)
+            assert y == pytest.approx(within, abs=1 / len(ratios) + 1e-4)
 
 
 def test_the_report_is_one_file_that_loads_nothing(results: list[SimResult]) -> None:

@@ -11,6 +11,7 @@ from ilucid.cli.common import Command, positive_int
 from ilucid.cli.simulate import simulate_trace
 from ilucid.cli.tables import print_table
 from ilucid.core.policies import DEFAULT_PROFILE
+from ilucid.sim.runner import DEFAULT_START_PREDICTIONS
 from ilucid.traces import KNOWN_TRACES, load_trace, synthetic_trace, trace_dir
 
 __all__ = ["COMMANDS", "live_demo"]
@@ -43,6 +44,7 @@ def _demo(args: argparse.Namespace) -> int:
         explain=None,
         no_profiles=False,
         progress_share=0.0,
+        start_predictions=DEFAULT_START_PREDICTIONS,
     )
     if philly is not None and philly.exists():
         trace = load_trace("philly", limit=args.limit)

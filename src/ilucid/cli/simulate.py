@@ -32,7 +32,7 @@ from ilucid.sim.metrics import summarize
 from ilucid.sim.progress_reports import ProgressReports
 from ilucid.sim.replay_types import SimResult
 from ilucid.sim.report import render_report
-from ilucid.sim.runner import run_policies
+from ilucid.sim.runner import DEFAULT_START_PREDICTIONS, run_policies
 from ilucid.traces import (
     DEFAULT_LOAD,
     KNOWN_TRACES,
@@ -139,12 +139,28 @@ def _noise(text: str) -> float:
     return value
 
 
+def _predictions(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be a whole number in [0, 1000000], got {text}")
+    return value
+
+
 def _add_knowledge_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what the replay knows")
     group.add_argument(
         "--no-profiles",
         action="store_true",
         help="replay without workload profiles: profiling measures nothing, so nothing is packed",
+    )
+    group.add_argument(
+        "--start-predictions",
+        type=_predictions,
+        default=DEFAULT_START_PREDICTIONS,
+        metavar="N",
+        help="give about N waiting arrivals an expected start (a calibrated range) when"
+        " they are submitted, and measure it against their real start (summary.json's"
+        " start_* figures); 0: none (default: 500)",
     )
     group.add_argument(
         "--progress-share",
@@ -213,6 +229,9 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                 "packed",
                 "lost_work_s",
                 "predicted_start",
+                "predicted_low",
+                "predicted_high",
+                "projected_start",
             ]
         )
         for r in sorted(result.records, key=lambda r: (r.submit, r.id)):
@@ -236,6 +255,9 @@ def _write_jobs_csv(path: Path, result: SimResult) -> None:
                         r.packed,
                         f"{r.lost_work_s:g}",
                         f"{r.predicted_start:g}" if r.predicted_start >= 0 else "",
+                        f"{r.predicted_low:g}" if r.predicted_low >= 0 else "",
+                        f"{r.predicted_high:g}" if r.predicted_high >= 0 else "",
+                        f"{r.projected_start:g}" if r.projected_start >= 0 else "",
                     ]
                 )
             )
@@ -307,6 +329,7 @@ def simulate_trace(
             raise CliError(f"--explain: no job {args.explain!r} in {trace.source}")
     if no_profiles:
         options["no_profiles"] = True
+    options["start_predictions"] = args.start_predictions
     share = args.progress_share
     if share > 0:
         reports = ProgressReports(share, args.progress_every, args.progress_noise)

@@ -24,6 +24,7 @@ from ilucid.core.jobs import JobState, JobStatus, RestoreOverhead, lost_since_ch
 from ilucid.core.model import (
     Cluster,
     Forecast,
+    JobClass,
     JobSpec,
     Placement,
     PoolSpec,
@@ -38,6 +39,7 @@ from ilucid.core.placement import (
 )
 from ilucid.core.progress_book import ProgressBook
 from ilucid.core.reason_codes import ReasonCode
+from ilucid.core.start_range import StartRange, StartRanges, range_words, span_words
 from ilucid.core.topology import TOPOLOGY_LEVELS, TopologyPlacer
 from ilucid.core.type_speeds import TypeSpeeds
 from ilucid.core.wait_words import plural, pool_open_to
@@ -594,6 +596,8 @@ class Scheduler:
         self._returned = False  # paid-pool jobs came home after the policy's last pass
         self._seq = 0
         self.pending_count = 0
+        #: expected starts' ranges, calibrated on how the earlier projections missed
+        self.start_ranges = StartRanges()
 
     # -- stimuli -----------------------------------------------------------------
     def submit(self, spec: JobSpec, now: float) -> JobState:
@@ -641,6 +645,7 @@ class Scheduler:
             raise ValueError(f"job {job_id} is {job.status.value}, cannot be adopted")
         self.free.take(placement)
         job.start(placement, now)
+        self.start_ranges.forget(job_id)  # it started while no one watched: no outcome
         if self.cloud is not None:
             self.cloud.adopt_run(job, placement, since if since is not None else now, now)
         # policies that dequeue jobs inside their pass need to be told it left the queue
@@ -672,6 +677,7 @@ class Scheduler:
         del self.jobs[job_id]
         self.cloud_words.pop(job_id, None)
         self.progress_book.forget(job_id)
+        self.start_ranges.forget(job_id)
         self.pending_count -= 1
 
     def schedule(self, now: float) -> list[Decision]:
@@ -682,8 +688,13 @@ class Scheduler:
         self.policy.schedule(step)
         if self.cloud is not None and self.cloud.runs:
             self._returned = self._cloud_return(step)
+        ranges = self.start_ranges
         for decision in step.decisions:
-            self.pending_count += -1 if decision.action is Action.START else 1
+            if decision.action is Action.START:
+                self.pending_count -= 1
+                ranges.started(decision.job_id, now)
+            else:
+                self.pending_count += 1
         return step.decisions
 
     def next_wakeup(self, now: float) -> float | None:
@@ -860,6 +871,59 @@ class Scheduler:
             else sorted(self.pending(), key=lambda j: (j.spec.submit_time, j.seq))
         )
         return project_starts(profile, _start_requests(pending, now), until, limit)
+
+    def start_range(self, job_id: str, now: float) -> StartRange | None:
+        """Pending ``job_id``'s expected start as a calibrated range (None: it cannot be
+        projected); the first range asked of a job is what its start later grades."""
+        projected = self.expected_starts(now, until=job_id).get(job_id)
+        if projected is None:
+            return None
+        return self.start_ranges.range_for(job_id, projected, now)
+
+    def start_ranges_of_queue(self, now: float, limit: int = 5000) -> dict[str, StartRange]:
+        """:meth:`start_range` for every pending job the projection reaches."""
+        ranges = self.start_ranges
+        return {
+            job_id: ranges.range_for(job_id, projected, now)
+            for job_id, projected in self.expected_starts(now, limit=limit).items()
+        }
+
+    def start_assumptions(self, job_id: str, outlook: StartRange, now: float) -> str:
+        """``in 9 min (likely 4-25 min), if the 2 running jobs it waits for end when
+        estimated (j41 in 6 min, j17 in 9 min) ...``: what ``outlook`` takes for granted,
+        so a person knows what would make it wrong."""
+        job = self.jobs[job_id]
+        ends = sorted(
+            (
+                now + expected_remaining(other.spec.expected_duration, _ran(other, now)),
+                other.spec.id,
+            )
+            for other in self.jobs.values()
+            if other.status is JobStatus.RUNNING and other.placement is not None
+        )
+        awaited = [(end, other) for end, other in ends if end <= outlook.projected]
+        said = range_words(outlook.median, outlook.low, outlook.high, now)
+        if awaited:
+            named = [f"{other} in {span_words(end - now)}" for end, other in awaited[:3]]
+            if len(awaited) > 3:
+                named.append(f"{len(awaited) - 3:,} more")
+            running = (
+                "running job it waits for ends"
+                if len(awaited) == 1
+                else f"{len(awaited):,} running jobs it waits for end"
+            )
+            said += f", if the {running} when estimated ({', '.join(named)})"
+        elif outlook.projected - now < 1:
+            said += ", as enough GPUs are free for it now"
+        position = self.policy.queue_position(job, now)
+        if position is not None and position > 1:
+            ahead = plural(position - 1, "job")
+            said += f"{' and' if awaited else ', if'} the {ahead} ahead of it run as estimated"
+        later = (
+            "more inference" if job.spec.job_class is JobClass.INFERENCE else "an inference burst"
+        )
+        said += f"; {later} or a job that outranks it arriving would delay it"
+        return f"{said} (range from {outlook.basis})"
 
     def why_pending(self, job_id: str, now: float) -> str:
         """A sentence such as ``pending (position 3 in fifo order): all 8 GPUs are busy ...``."""

@@ -372,13 +372,16 @@ class Replay:
     def _predict_start(self, job_id: str, job_state: JobState, now: float) -> None:
         """Record the start time the core expects for waiting ``job_id``."""
         scheduler = self.scheduler
-        expected = scheduler.expected_starts(now, until=job_id).get(job_id)
-        if expected is None:
+        outlook = scheduler.start_range(job_id, now)
+        if outlook is None:
             return
-        self.records[job_id].predicted_start = expected
+        record = self.records[job_id]
+        record.predicted_start = outlook.median
+        record.predicted_low, record.predicted_high = outlook.low, outlook.high
+        record.projected_start = outlook.projected
         if self.explainer is not None and job_id == self.explain:
             position = scheduler.policy.queue_position(job_state, now)
-            self.explainer.on_predicted(position, expected, now)
+            self.explainer.on_predicted(position, outlook, now)
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Carry out the pass's decisions in order (holds change nothing here)."""

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 from ilucid.core import Action, Decision, JobSpec, Placement, ProfileReport, Scheduler
+from ilucid.core.start_range import StartRange, range_words
 
 __all__ = ["Explainer", "merged_waits"]
 
@@ -107,11 +108,12 @@ class Explainer:
             )
         )
 
-    def on_predicted(self, position: int | None, expected: float, now: float) -> None:
+    def on_predicted(self, position: int | None, expected: StartRange, now: float) -> None:
         self.story.append(
             (
                 now,
                 f"queued at position {position}; expected to start at"
-                f" t={expected:,.0f} (in {expected - now:,.0f} s)",
+                f" t={expected.median:,.0f},"
+                f" {range_words(expected.median, expected.low, expected.high, now)}",
             )
         )

@@ -92,6 +92,9 @@ class JobRecord:
     startup_s: float = 0.0  # provisioning delays paid in paid pools
     predicted_start: float = -1.0  # expected start the core gave while it waited (sampled)
     main_start: float = -1.0  # first start outside the profiling pool
+    predicted_low: float = -1.0  # that prediction's 80% interval (p10 to p90)
+    predicted_high: float = -1.0
+    projected_start: float = -1.0  # the queue's projection it calibrated
 
     def __init__(
         self,
@@ -115,6 +118,9 @@ class JobRecord:
         startup_s: float = 0.0,
         predicted_start: float = -1.0,
         main_start: float = -1.0,
+        predicted_low: float = -1.0,
+        predicted_high: float = -1.0,
+        projected_start: float = -1.0,
     ) -> None:  # written out: one per job (see ilucid.core.model.JobSpec.__init__)
         self.id = id
         self.submit = submit
@@ -136,6 +142,9 @@ class JobRecord:
         self.startup_s = startup_s
         self.predicted_start = predicted_start
         self.main_start = main_start
+        self.predicted_low = predicted_low
+        self.predicted_high = predicted_high
+        self.projected_start = projected_start
 
     @property
     def jct(self) -> float:

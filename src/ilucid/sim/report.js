@@ -9,6 +9,8 @@
   const data = JSON.parse(document.getElementById('report-data').textContent);
   // log-scale ticks people read at a glance: 1 s, 10 s, 1 min, 10 min, 1 h, 1 d, 10 d...
   const LOG_TICKS = [1, 10, 60, 600, 3600, 86400, 864000, 8640000, 86400000];
+  // the ratio axis's ticks (actual against predicted): a tenth to ten times
+  const RATIO_TICKS = [0.01, 0.1, 0.25, 0.5, 1, 2, 4, 10, 100];
   // linear time-axis steps, from a minute to a year
   const TIME_STEPS = [60, 600, 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400,
     30 * 86400, 90 * 86400, 365 * 86400];
@@ -29,6 +31,14 @@
     }
     return Math.round(value) + ' s';
   }
+  function ratio(value) {
+    if (value === null || value === undefined || Number.isNaN(value)) return '-';
+    return '\u00d7' + (value >= 10 ? Math.round(value) : +value.toPrecision(2));
+  }
+  // how a chart's x values read: a duration, or a ratio (x_unit "ratio")
+  function xText(chart) {
+    return chart.x_unit === 'ratio' ? ratio : duration;
+  }
   function percent(value) {
     return value === null || value === undefined ? '-' : (value * 100).toFixed(1) + '%';
   }
@@ -45,16 +55,18 @@
 
   // the log axis's ticks, as many as fit: from the left, a tick is kept only when its
   // label clears the last kept one's (a 420 px chart keeps 1 s, 1 min, 1 h, 1 d)
-  function logSplits(u, axisIndex, min, max) {
-    const ticks = LOG_TICKS.filter(t => t >= min * 0.999 && t <= max * 1.001);
+  function logSplits(u, axisIndex, min, max, chart) {
+    const text = xText(chart);
+    const ticks = (chart.x_unit === 'ratio' ? RATIO_TICKS : LOG_TICKS)
+      .filter(t => t >= min * 0.999 && t <= max * 1.001);
     if (ticks.length < 2) return [min, max];
-    const ratio = uPlot.pxRatio || 1;
+    const pixels = uPlot.pxRatio || 1;
     const axis = u.axes[axisIndex];
     const font = axis && axis.font ? axis.font[0] : '12px system-ui';
-    const plotWidth = u.bbox && u.bbox.width > 0 ? u.bbox.width / ratio : u.width - 70;
+    const plotWidth = u.bbox && u.bbox.width > 0 ? u.bbox.width / pixels : u.width - 70;
     const span = Math.log(max) - Math.log(min);
     const at = t => (Math.log(t) - Math.log(min)) / span * plotWidth;
-    const half = t => textWidth(duration(t), font) / ratio / 2;
+    const half = t => textWidth(text(t), font) / pixels / 2;
     const kept = [];
     for (const t of ticks) {
       const last = kept[kept.length - 1];
@@ -73,7 +85,9 @@
 
   function options(chart, width, height, shown, sync) {
     const cdf = chart.kind === 'cdf';
-    const series = [{label: cdf ? 'time' : 'since start', value: (u, v) => duration(v)}];
+    const text = xText(chart);
+    const series = [{label: chart.x_unit === 'ratio' ? 'actual / predicted'
+      : (cdf ? 'time' : 'since start'), value: (u, v) => text(v)}];
     for (const [i, reference] of shown) series.push(seriesOf(chart, i, reference));
     const top = Math.max(1, ...chart.ys.flat().filter(v => v !== null)) * 1.05;
     return {
@@ -86,8 +100,9 @@
       },
       axes: [
         {label: height === HEIGHT ? chart.x_label : undefined, space: 56,
-          values: (u, vals) => vals.map(duration),
-          splits: cdf ? logSplits : undefined, incrs: cdf ? undefined : TIME_STEPS,
+          values: (u, vals) => vals.map(text),
+          splits: cdf ? (u, i, min, max) => logSplits(u, i, min, max, chart) : undefined,
+          incrs: cdf ? undefined : TIME_STEPS,
           // every chosen log tick gets its label (uPlot's default keeps only 1, 10, 100...)
           filter: cdf ? (u, splits) => splits : undefined},
         {label: height === HEIGHT ? chart.y_label : undefined, size: 56,

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ilucid.core.policies import DEFAULT_PROFILE
-from ilucid.sim.replay_types import ClusterSeries, SimResult
+from ilucid.sim.metrics import NORM_FLOOR_S
+from ilucid.sim.replay_types import ClusterSeries, JobRecord, SimResult
 
 __all__ = ["COLORS", "DEFAULT_COLOR", "render_report", "report_data"]
 
@@ -75,16 +76,21 @@ def _fmt_seconds(value: float) -> str:
 
 
 def _cdf_chart(
-    title: str, x_label: str, named: Sequence[tuple[str, Sequence[float]]]
+    title: str,
+    x_label: str,
+    named: Sequence[tuple[str, Sequence[float]]],
+    floor: float = 1.0,
+    x_unit: str = "s",
 ) -> dict[str, Any]:
-    """Each policy's fraction of jobs done within ``x``, on one log-spaced grid of ``x``."""
+    """Each policy's fraction of jobs done within ``x``, on one log-spaced grid of ``x``
+    (values below ``floor`` count as ``floor``)."""
     arrays = []
     for _, values in named:
         given = np.asarray(values, dtype=float)
-        arrays.append(np.sort(np.maximum(given[np.isfinite(given)], 1.0)))
+        arrays.append(np.sort(np.maximum(given[np.isfinite(given)], floor)))
     filled = [a for a in arrays if len(a)]
-    low = min((float(a[0]) for a in filled), default=1.0)
-    high = max((float(a[-1]) for a in filled), default=10.0)
+    low = min((float(a[0]) for a in filled), default=floor)
+    high = max((float(a[-1]) for a in filled), default=floor * 10)
     if high <= low:
         high = low * 10
     grid = np.geomspace(low, high, CDF_POINTS)
@@ -99,10 +105,21 @@ def _cdf_chart(
         "kind": "cdf",
         "title": title,
         "x_label": x_label,
+        "x_unit": x_unit,
         "y_label": "fraction of jobs",
-        "x": [round(float(x), 3) for x in grid],
+        "x": [round(float(x), 5) for x in grid],
         "ys": ys,
     }
+
+
+def _start_misses(records: Sequence[JobRecord]) -> list[float]:
+    """Actual wait against the predicted median, each padded by 10 minutes (the scale
+    of the predictions' error measure), for the jobs given an expected start."""
+    return [
+        (r.first_start - r.submit + NORM_FLOOR_S) / (r.predicted_start - r.submit + NORM_FLOOR_S)
+        for r in records
+        if r.predicted_start >= 0 and r.first_start >= 0
+    ]
 
 
 def _bucketed(
@@ -166,6 +183,17 @@ def report_data(results: Sequence[SimResult]) -> dict[str, Any]:
         ),
         *(_time_chart(title, unit, results, series_of) for title, series_of, unit in TIME_SERIES),
     ]
+    if any(r.predicted_start >= 0 for result in results for r in result.records):
+        charts.append(
+            _cdf_chart(
+                "Expected start against actual start (CDF): a calibrated median crosses 50%"
+                " at x1, its 80% interval holds the middle 80%",
+                "actual wait / predicted wait, each + 10 min (log scale)",
+                [(r.policy, _start_misses(r.records)) for r in results],
+                floor=0.01,
+                x_unit="ratio",
+            )
+        )
     policies = [r.policy for r in results]
     return {"policies": policies, **_styles(policies), "charts": charts}
 
@@ -209,13 +237,18 @@ def _columns(summaries: Sequence[dict[str, Any]]) -> list[tuple[str, str, Callab
         ("wall_s", "wall", lambda v: f"{v:.2f} s"),
     ]
     if any(s.get("start_predictions") for s in summaries):
-        columns.append(
+        columns += [
             (
                 "start_error_median_s",
                 "expected-start error (median)",
                 lambda v: "-" if v is None else _fmt_seconds(v),
-            )
-        )
+            ),
+            (
+                "start_interval_coverage",
+                "starts in the 80% range",
+                lambda v: "-" if v is None or v != v else f"{v:.0%}",
+            ),
+        ]
     return columns
 
 

@@ -22,6 +22,9 @@ from ilucid.sim.replay_types import SimResult, World
 
 __all__ = ["PolicyRun", "run_policies"]
 
+#: waiting arrivals a replay gives an expected start, to measure it (``--start-predictions``)
+DEFAULT_START_PREDICTIONS = 500
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
@@ -114,6 +117,7 @@ def _replay(
     options = dict(options)
     options_explain = {"job": options.pop("explain", None)}
     reports = options.pop("progress_reports", None)
+    predictions = int(options.pop("start_predictions", DEFAULT_START_PREDICTIONS))
     if options.pop("no_profiles", False) and lucid_inputs is not None:
         lucid_inputs = (None, lucid_inputs[1])
     annotator: WalkForwardEstimates | None = None
@@ -138,7 +142,7 @@ def _replay(
             world=world,
             forecasts=forecasts,
             explain=explain,
-            predict_every=max(1, len(jobs) // 500),
+            predict_every=max(1, len(jobs) // predictions) if predictions else 0,
             progress_reports=reports,
         )
         return PolicyRun(name, result, explanation=_detail(explain, annotator, world, jobs))
