@@ -73,12 +73,14 @@ def test_report_legends_show_every_policy_and_nothing_overflows(
         page.wait_for_selector("body[data-ready=charts]")
         charts = legends(page)
         # the two CDFs overlaid, then the three charts over time as small multiples: a
-        # chart per policy, the default profile (ilucid) behind each other one
+        # chart per policy, the default profile (ilucid) behind each other one; last,
+        # expected starts against actual ones (a CDF of their ratio), overlaid
         multiples = [[f"{DEFAULT} (default)", p] if p != DEFAULT else [p] for p in DEMO_POLICIES]
-        assert len(charts) == 2 + 3 * len(DEMO_POLICIES)
+        assert len(charts) == 3 + 3 * len(DEMO_POLICIES)
         for index, entries in enumerate(charts):
             names = [entry["text"] for entry in entries[1:]]  # the first is the x value
-            wanted = DEMO_POLICIES if index < 2 else multiples[(index - 2) % len(DEMO_POLICIES)]
+            overlaid = index < 2 or index == len(charts) - 1
+            wanted = DEMO_POLICIES if overlaid else multiples[(index - 2) % len(DEMO_POLICIES)]
             assert names == wanted, f"chart {index}: {names}"
             cut = [(entry["text"], entry["problems"]) for entry in entries if entry["problems"]]
             assert cut == [], f"chart {index} at {width} px: {cut}"

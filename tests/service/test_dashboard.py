@@ -61,6 +61,23 @@ def test_queue_and_nodes_fields_on_a_live_server(served: Served) -> None:
     assert (waiting["class"], waiting["gpus"]) == ("training", 2)
     assert waiting["reason"] == served.get(f"/jobs/{served.waiting}/explain")["why"]
     assert waiting["reason"].startswith("pending (position 1")
+    # a calibrated range around the median, and explain says what it assumes
+    assert waiting["expected_start_p10"] <= waiting["expected_start"]
+    assert waiting["expected_start"] <= waiting["expected_start_p90"]
+    outlook = served.get(f"/jobs/{served.waiting}/explain")["expected_start"]
+    assert outlook["expected_start"] == pytest.approx(waiting["expected_start"], abs=5)
+    # the running jobs' estimates blend the 600 s stated with the live model's median of
+    # the quick jobs, so both may be expected to end at the same moment
+    awaited = re.search(
+        r", if the (running job it waits for ends|2 running jobs it waits for end) when"
+        r" estimated \((j\d+) in ",
+        outlook["assumes"],
+    )
+    assert awaited and awaited[2] in (served.first, served.second), outlook["assumes"]
+    assert outlook["assumes"].endswith(
+        "; an inference burst or a job that outranks it arriving would delay it"
+        " (range from no past predictions yet: a 3x margin either way)"
+    )
     assert all("command" not in q for q in queue)
     # every token sees the whole queue (positions), the owner's job with its reason
     mine = served.get("/queue", token=served.evil_token)
@@ -235,6 +252,11 @@ def test_overview_shows_queue_running_jobs_node_map_and_charts(served: Served, t
     assert row.locator("td[data-col=tenant]").text_content() == EVIL_TENANT
     assert row.locator("td[data-col=position]").text_content() == "1"
     assert row.locator("td[data-col=gpus]").text_content() == "2"
+    # its expected start as a median and an 80% interval
+    assert re.fullmatch(
+        r"in \d+ (s|min) \(likely (within )?[\d.]+[^)]*\)",
+        row.locator("td[data-col=expected_start]").text_content() or "",
+    )
 
     for job_id in (served.first, served.second):
         shown = page.locator(f"#running-table tr[data-job-id={job_id}] td[data-col=gpu_indices]")
@@ -463,4 +485,7 @@ def test_job_page_shows_expected_start_and_the_estimate_terms(served: Served, ta
     assert outlook["expected_start"] == pytest.approx(queued["expected_start"], abs=5)
     expected = page.text_content("#job-expected") or ""
     assert expected.endswith("(position 1)") and page.is_hidden("#job-terms")
+    assert "(likely " in expected
+    assumes = page.text_content("#job-assumes") or ""
+    assert assumes.startswith("This assumes: in ") and "it waits for end" in assumes
     assert tab.errors == []

@@ -69,7 +69,10 @@ class Site:
         return seen is not None and seen.state is ProcessState.RUNNING
 
     def queued(self) -> dict[str, tuple[int | None, float | None]]:
-        return {job: (position, start) for job, position, start in self.service.queue()}
+        return {
+            job: (position, start.median if start else None)
+            for job, position, start in self.service.queue()
+        }
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from ilucid.cli.common import (
 )
 from ilucid.cli.progress_cell import progress_cell
 from ilucid.cli.tables import print_table, summary_rows
+from ilucid.core.start_range import range_words
 from ilucid.settings.profile_file import resolve_policies
 
 if TYPE_CHECKING:
@@ -80,6 +81,20 @@ def _when(value: float | None) -> str:
     delta = value - time.time()
     stamp = time.strftime("%H:%M:%S", time.localtime(value))
     return f"{stamp} (in {delta:,.0f} s)" if delta > 0 else stamp
+
+
+def _expected(entry: dict[str, Any]) -> str:
+    """``16:20:05, in 9 min (likely 4-25 min)``: a queued job's expected start, with the
+    80% interval the service calibrated (``-``: none)."""
+    median, low, high = (
+        entry.get(k) for k in ("expected_start", "expected_start_p10", "expected_start_p90")
+    )
+    if median is None:
+        return "-"
+    stamp = time.strftime("%H:%M:%S", time.localtime(median))
+    if low is None or high is None:
+        return stamp
+    return f"{stamp}, {range_words(median, low, high, time.time())}"
 
 
 def _add_submit(submit: argparse.ArgumentParser) -> None:
@@ -288,10 +303,7 @@ def _short_reason(reason: str | None) -> str:
 
 def _queue(client: httpx.Client, args: argparse.Namespace) -> int:
     rows = call_service(client, "GET", "/queue")
-    cells = [
-        (r["position"], r["id"], _when(r["expected_start"]), _short_reason(r.get("reason")))
-        for r in rows
-    ]
+    cells = [(r["position"], r["id"], _expected(r), _short_reason(r.get("reason"))) for r in rows]
     print_table(("POS", "ID", "EXPECTED START", "WHY IT WAITS"), cells, align="llll")
     return 0
 
@@ -412,6 +424,8 @@ def _explain(client: httpx.Client, args: argparse.Namespace) -> int:
     print(f"  {printable(result['estimate']['text'])}")
     if result.get("progress"):
         print(f"  progress: {printable(result['progress'])}")
+    if result.get("expected_start"):
+        print(f"  expected start: {printable(result['expected_start']['assumes'])}")
     for decision in result["decisions"]:
         print(f"  {_when(decision['time'])}: {printable(decision['message'])}")
     if result.get("story"):

@@ -146,6 +146,17 @@ class StoryLineView(_Answer):
     text: str = Field(description="the move and its reason in one line")
 
 
+class StartOutlook(_Answer):
+    """A waiting job's expected start: a median, an 80% interval, and what they assume."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    expected_start: float = Field(description="the median, epoch s")
+    expected_start_p10: float = Field(description="the 80% interval's early end, epoch s")
+    expected_start_p90: float = Field(description="the 80% interval's late end, epoch s")
+    assumes: str = Field(description="the range in words, and what it takes for granted")
+
+
 class ExplainAnswer(_Answer):
     """Why a job is where it is: now, its estimate, and every decision and move."""
 
@@ -155,6 +166,9 @@ class ExplainAnswer(_Answer):
     logs: list[str] = Field(description="what the log cap cut from each stream, as sentences")
     estimate: EstimateView
     progress: str | None = Field(description="its progress and how it counts (null: none)")
+    expected_start: StartOutlook | None = Field(
+        description="while it waits in the queue: when it is expected to start (null: not)"
+    )
     decisions: list[Decision]
     retries: Retries
     story: list[StoryLineView] = Field(description="every move with its cause, oldest first")
@@ -170,7 +184,15 @@ class QueueEntry(_Exact):
 
     id: str
     position: int | None = Field(description="its place in the policy's order")
-    expected_start: float | None = Field(description="when it is expected to start, epoch s")
+    expected_start: float | None = Field(
+        description="when it is expected to start, epoch s: the median of a calibrated range"
+    )
+    expected_start_p10: float | None = Field(
+        description="the 80% interval's early end: one start in ten comes sooner, epoch s"
+    )
+    expected_start_p90: float | None = Field(
+        description="the 80% interval's late end: one start in ten comes later, epoch s"
+    )
     user: str | None
     tenant: str | None
     job_class: str | None = Field(alias="class")

@@ -170,7 +170,8 @@ _JOB = """
 <div id="job-body">
 <section class="panel"><h3>Why</h3><p id="job-why" data-testid="job-why"></p></section>
 <section class="panel"><h3>Expected start</h3>
-<p id="job-expected" data-testid="job-expected"></p></section>
+<p id="job-expected" data-testid="job-expected"></p>
+<p id="job-assumes" class="note" data-testid="job-assumes" hidden></p></section>
 <section class="panel"><h3>Estimate</h3><p id="job-estimate" data-testid="job-estimate"></p>
 <table id="job-terms" data-testid="job-terms" hidden><thead><tr>
 <th>term</th><th>contribution (log s)</th><th>factor</th></tr></thead><tbody></tbody></table>

@@ -44,6 +44,7 @@ __all__ = [
     "ModelRow",
     "ProgressRow",
     "SampleRow",
+    "StartOutcomeRow",
     "TokenRow",
     "TransitionRow",
     "make_engine",
@@ -221,6 +222,22 @@ class CloudLedgerRow(Base):
     cost: Mapped[float] = mapped_column(Float, default=0.0)
     gpu_hours: Mapped[float] = mapped_column(Float, default=0.0)
     since: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class StartOutcomeRow(Base):
+    """How a job's first expected start came out (migration 0015): the range given, the
+    projection it calibrated and the real start; replayed at a restart
+    (``ilucid.core.start_range``)."""
+
+    __tablename__ = "start_outcomes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(64))
+    made_at: Mapped[float] = mapped_column(Float)
+    projected: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    started: Mapped[float] = mapped_column(Float)
 
 
 class EstimatorVersion(Base):

@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -48,6 +49,7 @@ from ilucid.core import (
     Scheduler,
     SchedulerConfig,
 )
+from ilucid.core.start_range import StartRange, StartRanges
 from ilucid.service.backend_queue import BackendQueue
 from ilucid.service.cloud_keeper import CloudKeeper
 from ilucid.service.db import DecisionRow, JobRow
@@ -83,10 +85,21 @@ from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.progress_keeper import ProgressKeeper
 from ilucid.service.restart_outcome import RestartOutcome, ended_while_down, exit_unknown
 from ilucid.service.retries import DEFAULT_MAX_RETRIES, Retries, take_out_of_core
+from ilucid.service.start_keeper import keep_outcomes, restored_ranges
 
-__all__ = ["Reconciler"]
+__all__ = ["Queued", "Reconciler"]
 
 logger = logging.getLogger(__name__)
+
+
+class Queued(NamedTuple):
+    """A pending job: its place in the policy's order and its expected start (None:
+    the projection cannot place it)."""
+
+    job_id: str
+    position: int | None
+    start: StartRange | None
+
 
 _PREEMPTED_GONE = "its preempted process is gone"
 _CANCELLED_GONE = "cancelled by its owner: its process was gone after a restart"
@@ -152,6 +165,9 @@ class Reconciler:
         self.cloud = CloudKeeper(capabilities.powers, backend.name)
         self._cloud_runs: dict[str, float] = {}  # stored open runs' starts, at a rebuild
         self.scheduler: Scheduler
+        #: how its expected starts missed: replayed from the database at a restart, then
+        #: handed to each rebuilt core (a new policy, a cluster change)
+        self.start_ranges = StartRanges()
         self.cluster: Cluster
         self._new_policy: Callable[[], Policy]
 
@@ -176,6 +192,9 @@ class Reconciler:
         self.profiles = profiles
         self.cluster = seen.cluster
         self.scheduler = Scheduler(self.cluster, policy, config=self.config)
+        if restart:  # what its expected starts learned, again from the stored outcomes
+            self.start_ranges = restored_ranges(self.store.engine)
+        self.scheduler.start_ranges = self.start_ranges
         self.outcome = RestartOutcome()
         self.retries.waiting = {}
         node_index = {node.name: i for i, node in enumerate(self.cluster.nodes)}
@@ -418,6 +437,7 @@ class Reconciler:
             self.pass_latency.observe(split.lap("decide") - began)
             stops += self._apply(session, decisions, now, pass_id)
             self.cloud.store(session, self.scheduler)
+            keep_outcomes(session, self.start_ranges)
             split.lap("apply")
             session.commit()  # intent before acting (see the module's docstring)
             split.lap("commit")
@@ -742,14 +762,16 @@ class Reconciler:
             self._launch(session, row, pass_id)
 
     # -- questions -------------------------------------------------------------------------
-    def queue(self, now: float) -> list[tuple[str, int | None, float | None]]:
-        """Pending jobs with their queue position and expected start time (one held back
-        for a retry: at the end, not before its retry)."""
-        expected = self.scheduler.expected_starts(now)
+    def queue(self, now: float) -> list[Queued]:
+        """Pending jobs with their queue position and expected start as a calibrated
+        range (one held back for a retry: at the end, not before its retry)."""
+        expected = self.scheduler.start_ranges_of_queue(now)
         rows = []
         for job in self.scheduler.pending():
             position = self.scheduler.policy.queue_position(job, now)
-            rows.append((job.spec.id, position, expected.get(job.spec.id)))
-        rows += [(job_id, None, wait.retry_at) for job_id, wait in self.retries.waiting.items()]
-        rows.sort(key=lambda r: (r[1] if r[1] is not None else 1 << 30, r[0]))
+            rows.append(Queued(job.spec.id, position, expected.get(job.spec.id)))
+        for job_id, wait in self.retries.waiting.items():
+            due = wait.retry_at
+            rows.append(Queued(job_id, None, StartRange(due, due, due, due, "its retry's time")))
+        rows.sort(key=lambda r: (r.position if r.position is not None else 1 << 30, r.job_id))
         return rows

@@ -41,12 +41,15 @@ def queue(who: Who, service: Live) -> list[QueueEntry]:
     result = []
     for index, (job_id, position, start) in enumerate(entries):
         row = rows.get(job_id)
+        median, low, high = (start.median, start.low, start.high) if start else (None,) * 3
         result.append(
             QueueEntry.model_validate(
                 {
                     "id": job_id,
                     "position": position,
-                    "expected_start": start,
+                    "expected_start": median,
+                    "expected_start_p10": low,
+                    "expected_start_p90": high,
                     "user": row.user if row is not None else None,
                     "tenant": row.tenant if row is not None else None,
                     "class": row.job_class if row is not None else None,

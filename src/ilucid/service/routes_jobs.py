@@ -283,6 +283,7 @@ def explain(job_id: JobId, who: Who, service: Live) -> ExplainAnswer:
             "failed": [{"time": a.time, "cause": a.cause} for a in attempts_of(session, job_id)],
         }
     now_why = service.explain(job_id) if state in ("pending", "running") else state
+    outlook = service.start_outlook(job_id) if state == "pending" else None
     progress_words = service.progress_words(job_id)
     capped = service.capabilities.caps_logs
     cuts = capped.log_cuts(job_id) if capped is not None else {}
@@ -300,6 +301,14 @@ def explain(job_id: JobId, who: Who, service: Live) -> ExplainAnswer:
             "estimate": estimate,
             # how far the job says it is, and how that counts in its estimate (None: no report)
             "progress": progress_words,
+            "expected_start": None
+            if outlook is None
+            else {
+                "expected_start": outlook[0].median,
+                "expected_start_p10": outlook[0].low,
+                "expected_start_p90": outlook[0].high,
+                "assumes": outlook[1],
+            },
             "decisions": decisions,
             # failed launches and vanishes: how many were retried, each cause, the next retry
             "retries": retries,

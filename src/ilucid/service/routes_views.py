@@ -206,11 +206,15 @@ def outlook(job_id: str, who: Who, service: Live) -> dict[str, Any]:
             if queued == job_id:
                 position, expected = place, start
                 break
+    outlook = service.start_outlook(job_id) if expected is not None else None
     return {
         "id": job_id,
         "state": state,
         "position": position,
-        "expected_start": expected,
+        "expected_start": expected.median if expected else None,
+        "expected_start_p10": expected.low if expected else None,
+        "expected_start_p90": expected.high if expected else None,
+        "assumes": outlook[1] if outlook is not None else None,
         "now": service.clock(),
         "estimate": {**estimate, "model": terms},
     }

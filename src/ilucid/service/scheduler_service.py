@@ -45,6 +45,7 @@ from ilucid.core import (
     SchedulerConfig,
 )
 from ilucid.core.policies import DEFAULT_PROFILE, needs_profiler
+from ilucid.core.start_range import StartRange
 from ilucid.estimators.live import DurationEstimate
 from ilucid.estimators.packing import PackingAnalyzer
 from ilucid.service.core_inbox import CoreLock, Inbox
@@ -76,7 +77,7 @@ from ilucid.service.live_policies import live_policy_factory
 from ilucid.service.live_sampling import Sampler, measured_summary
 from ilucid.service.profiling_coordinator import ProfilingCoordinator
 from ilucid.service.progress_view import progress_sentence
-from ilucid.service.reconciler import Reconciler
+from ilucid.service.reconciler import Queued, Reconciler
 from ilucid.service.restart_outcome import RestartOutcome
 from ilucid.service.retries import DEFAULT_MAX_RETRIES
 from ilucid.service.running_sentence import describe_running
@@ -428,10 +429,23 @@ class SchedulerService:
         """Every stored move of the job with what caused it, oldest first."""
         return self.store.story(job_id)
 
-    def queue(self) -> list[tuple[str, int | None, float | None]]:
-        """Pending jobs with their queue position and expected start time."""
+    def queue(self) -> list[Queued]:
+        """Pending jobs with their queue position and expected start (a range)."""
         with self.lock:
             return self.reconciler.queue(self.clock())
+
+    def start_outlook(self, job_id: str) -> tuple[StartRange, str] | None:
+        """A pending job's expected start and what it assumes (None: not in the core's
+        queue, or the projection cannot place it)."""
+        with self.lock:
+            now = self.clock()
+            state = self.scheduler.jobs.get(job_id)
+            if state is None or state.status is not JobStatus.PENDING:
+                return None
+            outlook = self.scheduler.start_range(job_id, now)
+            if outlook is None:
+                return None
+            return outlook, self.scheduler.start_assumptions(job_id, outlook, now)
 
     def profile(self, job_id: str) -> dict[str, float]:
         """What the live profiler measured for a job: means and peak memory."""

@@ -13,7 +13,8 @@ function expectedText(outlook, job) {
     const where = outlook.position === null ? '' : ' (position ' + outlook.position + ')';
     if (outlook.expected_start === null) return 'unknown' + where
       + ': no estimate of when the jobs ahead of it end';
-    return expected(outlook.expected_start) + ', at ' + stamp(outlook.expected_start) + where;
+    return expectedRange(outlook.expected_start, outlook.expected_start_p10,
+      outlook.expected_start_p90) + ', at ' + stamp(outlook.expected_start) + where;
   }
   if (job.first_start !== null) return 'started ' + stamp(job.first_start);
   return 'never started';
@@ -110,6 +111,9 @@ async function loadJob(id, hash) {
   document.title = 'ilucid: ' + job.id + (job.name ? ' ' + job.name : '');
   $('job-why').textContent = explain.why;
   $('job-expected').textContent = expectedText(outlook, job);
+  const assumes = outlook.state === 'pending' ? outlook.assumes : null;
+  $('job-assumes').hidden = !assumes;
+  $('job-assumes').textContent = assumes ? 'This assumes: ' + assumes : '';
   drawEstimate(outlook.estimate);
   drawJobTables(job, explain);
   drawProfile(profile);

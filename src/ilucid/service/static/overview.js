@@ -30,7 +30,7 @@ async function loadOverview(hash) {
     jobCell(q.id, q.name), cell('user', q.user), cell('tenant', q.tenant),
     cell('class', q['class']), numCell('gpus', q.gpus),
     el('td', {'data-col': 'expected_start', title: stamp(q.expected_start)},
-      expected(q.expected_start)),
+      expectedRange(q.expected_start, q.expected_start_p10, q.expected_start_p90)),
     cell('reason', q.reason === null ? '(not computed this far down the queue)' : q.reason))),
   'queue-empty');
   fill('running-table', running.map(j => el('tr', {'data-job-id': j.id},

@@ -62,6 +62,21 @@ function expected(t) {
   if (t === null || t === undefined) return 'unknown';
   return t - serverNow() < 1 ? 'next pass' : relative(t);
 }
+// "in 9 min (likely 4-25 min)": the median, then the 80% interval the service
+// calibrated on its own past predictions (core/start_range.py words it the same way)
+function expectedRange(t, low, high) {
+  const when = expected(t);
+  if (t === null || t === undefined || low === null || low === undefined
+      || high === null || high === undefined) return when;
+  const now = serverNow();
+  const early = Math.max(0, low - now), late = Math.max(0, high - now);
+  if (late < 1) return when;
+  if (early < 1) return when + ' (likely within ' + span(late) + ')';
+  const first = span(early), last = span(late);
+  const [number, unit] = first.split(' ');
+  return last.endsWith(' ' + unit) ? when + ' (likely ' + number + '-' + last + ')'
+    : when + ' (likely ' + first + ' to ' + last + ')';
+}
 function stamp(t) {
   return t === null || t === undefined ? '-' : new Date(t * 1000).toLocaleString();
 }
