@@ -93,6 +93,12 @@ bench-placement: $(STAMP) $(WHEEL)
 bench-hybrid: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/hybrid.py
 
+## bench-start-ranges: issue #37: expected starts' 80% ranges (coverage, error) on Philly and
+## ITP 01-05, and what predictions cost a full Philly replay
+.PHONY: bench-start-ranges
+bench-start-ranges: $(STAMP) $(WHEEL)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/start_ranges.py $(ARGS)
+
 ## bench-wheel: issue #34: `python -m build` wheels (compiled and pure) in fresh virtual
 ## environments: --version, and full Philly under the default profile, the same jobs CSV
 .PHONY: bench-wheel
