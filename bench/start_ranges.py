@@ -13,8 +13,11 @@ submission for jobs that did not start at once,
 
 The cost is measured in the same run: full Philly with its predictions
 (``--start-predictions 500``, the default) against the same replay with none
-(``--start-predictions 0``), each ``--repeat`` times, summary.json's
-``wall_s`` (goal: at most 1.10x).
+(``--start-predictions 0``), interleaved, each ``--repeat`` times, summary.json's
+``wall_s`` (goal: at most 1.10x). The verdict takes each setting's fastest run:
+on a shared 2-core machine the same replay took from 11.5 s to 17.3 s, so a median
+of a few runs measures the neighbours as much as the predictions; the medians are
+printed too.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _simulate(trace: str, *extra: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(TRACES), help="comma-separated traces")
-    parser.add_argument("--repeat", type=int, default=3, help="Philly timings per setting")
+    parser.add_argument("--repeat", type=int, default=5, help="Philly timings per setting")
     args = parser.parse_args()
     if not os.environ.get("ILUCID_TRACE_DIR"):
         print("set ILUCID_TRACE_DIR to the public traces (e.g. ../shared/traces)", file=sys.stderr)
@@ -79,10 +82,12 @@ def main() -> int:
     for _ in range(max(1, args.repeat)):  # interleaved, so a slow spell hits both
         with_predictions.append(_simulate("philly")["wall_s"])
         without.append(_simulate("philly", "--start-predictions", "0")["wall_s"])
-    ratio = statistics.median(with_predictions) / statistics.median(without)
+    ratio = min(with_predictions) / min(without)
+    typical = statistics.median(with_predictions) / statistics.median(without)
     print(
-        f"philly wall s (median of {len(without)}): {statistics.median(with_predictions):.2f}"
-        f" with predictions, {statistics.median(without):.2f} without: {ratio:.3f}x"
+        f"philly wall s over {len(without)} runs each, fastest (median): with predictions"
+        f" {min(with_predictions):.2f} ({statistics.median(with_predictions):.2f}), without"
+        f" {min(without):.2f} ({statistics.median(without):.2f}): {ratio:.3f}x ({typical:.3f}x)"
         f" (goal <= {COST_GOAL:.2f}x) {'met' if ratio <= COST_GOAL else 'MISSED'}"
     )
     failed += ratio > COST_GOAL
