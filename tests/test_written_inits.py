@@ -123,7 +123,8 @@ def test_written_inits_behave_as_generated_ones() -> None:
     assert (decision.reasons, decision.limit_s, decision.lost_s) == ((), 60.0, 0.0)
     record = JobRecord("j", 1.0, 2, 30.0, "training", "t")
     assert (record.first_start, record.main_start, record.wait_reason) == (-1.0, -1.0, "")
-    assert [f.name for f in dataclasses.fields(JobRecord)][-1] == "main_start"
+    assert [f.name for f in dataclasses.fields(JobRecord)][-1] == "projected_start"
+    assert (record.predicted_low, record.predicted_high, record.projected_start) == (-1.0,) * 3
 
 
 @pytest.mark.parametrize("where", [name for name, _, _ in WRITTEN])

@@ -111,7 +111,7 @@ def test_the_scheduler_grades_its_ranges_at_each_start_and_says_what_they_assume
     said = scheduler.start_assumptions("w2", outlook, 10)
     assert said.startswith(range_words(outlook.median, outlook.low, outlook.high, 10))
     assert ", if the running job it waits for ends when estimated (r1 in 5 min)" in said
-    assert " and the 1 job ahead of it run as estimated; an inference burst" in said
+    assert " and the job ahead of it runs as estimated; an inference burst" in said
     assert said.endswith("(range from no past predictions yet: a 3x margin either way)")
     # r1 ends at 300: w1 starts (never asked, so nothing graded); then w2 at r2's end
     scheduler.finish("r1", 300)

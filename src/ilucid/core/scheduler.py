@@ -917,8 +917,12 @@ class Scheduler:
             said += ", as enough GPUs are free for it now"
         position = self.policy.queue_position(job, now)
         if position is not None and position > 1:
-            ahead = plural(position - 1, "job")
-            said += f"{' and' if awaited else ', if'} the {ahead} ahead of it run as estimated"
+            ahead = (
+                "job ahead of it runs"
+                if position == 2
+                else f"{position - 1:,} jobs ahead of it run"
+            )
+            said += f"{' and' if awaited else ', if'} the {ahead} as estimated"
         later = (
             "more inference" if job.spec.job_class is JobClass.INFERENCE else "an inference burst"
         )
