@@ -402,6 +402,18 @@ def test_history_pages_and_filters_ended_jobs(served: Served, tab: Tab) -> None:
     # newest end first: the failing job ended after the quick one
     assert _texts(page, "#history-table td[data-col=id]") == served.ended[::-1]
     assert page.text_content("#history-page") == "page 1 of 1 \u00b7 2 ended jobs"
+    assert page.is_disabled("#history-prev") and page.is_disabled("#history-next")
+    # pages follow the API's cursor: the page after the newest job holds the other one
+    after = f"#/history?after={served.ended[1]}"
+    page.evaluate("h => { delete document.body.dataset.ready; location.hash = h; }", after)
+    page.wait_for_selector("body[data-ready=history]")
+    assert _texts(page, "#history-table td[data-col=id]") == [served.ended[0]]
+    assert page.text_content("#history-page") == "page 2 of 2 \u00b7 2 ended jobs"
+    page.click("#history-prev")
+    page.wait_for_function(
+        "() => document.body.dataset.ready === 'history' && location.hash === '#/history'"
+    )
+    assert _texts(page, "#history-table td[data-col=id]") == served.ended[::-1]
     quick = page.locator(f"#history-table tr[data-job-id={served.quick}]")
     assert quick.locator("td[data-col=state]").text_content() == "succeeded"
     assert quick.locator("td[data-col=exit_code]").text_content() == "0"

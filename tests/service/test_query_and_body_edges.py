@@ -25,6 +25,7 @@ from ilucid.service.auth import create_token
 from ilucid.service.db import make_engine, migrate
 from ilucid.service.edge import QUERY_INT_MAX, QUERY_NUMBER_MAX, QUERY_TEXT_MAX
 from ilucid.service.request_models import SubmitBody
+from ilucid.service.routes_views import HISTORY_PAGE_MAX
 from ilucid.service.scheduler_service import SchedulerService
 
 _folder = Path(tempfile.mkdtemp(prefix="ilucid-edges-"))
@@ -75,7 +76,7 @@ WITH_QUERY = [
 
 def test_the_walk_finds_the_routes_and_their_query_parameters() -> None:
     named = {(m, p, q) for m, p, q, _ in WITH_QUERY}
-    assert ("GET", "/views/history", "page") in named
+    assert ("GET", "/views/history", "cursor") in named
     assert ("GET", "/api/v1/timeline", "minutes") in named
     assert len(ROUTES) >= 15
 
@@ -104,9 +105,9 @@ def test_hostile_query_values_never_get_a_5xx(
 
 
 def test_a_huge_history_page_is_refused_with_the_bound() -> None:
-    response = CLIENT.get("/views/history", params={"page": 9223372036854775807}, headers=ADMIN)
+    response = CLIENT.get("/views/history", params={"limit": 9223372036854775807}, headers=ADMIN)
     assert response.status_code == 422, response.text
-    assert response.json()["detail"].startswith(f"page: must be <= {QUERY_INT_MAX}")
+    assert response.json()["detail"].startswith(f"limit: must be <= {HISTORY_PAGE_MAX}")
 
 
 def _bounded(schema: dict[str, Any]) -> bool:

@@ -101,9 +101,17 @@ def test_history_pages_filters_and_shows_users_only_their_jobs(site: Site) -> No
     assert isinstance(every, dict)
     assert [j["id"] for j in every["jobs"]] == newest_first and every["total"] == 4
     assert every["users"] == ["alice", "bob"] and every["tenants"] == ["nlp", "vision"]
-    pages = [site.get(f"/views/history?per_page=3&page={n}", site.admin) for n in (1, 2)]
-    assert [[j["id"] for j in p["jobs"]] for p in pages] == [newest_first[:3], newest_first[3:]]  # type: ignore[index]
-    assert pages[1]["pages"] == 2 and pages[1]["page"] == 2  # type: ignore[index]
+    first = site.get("/views/history?limit=3", site.admin)
+    assert [j["id"] for j in first["jobs"]] == newest_first[:3]  # type: ignore[index]
+    assert first["start"] == 0 and first["next_cursor"] == newest_first[2]  # type: ignore[index]
+    second = site.get(f"/views/history?limit=3&cursor={first['next_cursor']}", site.admin)  # type: ignore[index]
+    assert [j["id"] for j in second["jobs"]] == newest_first[3:]  # type: ignore[index]
+    assert second["start"] == 3 and second["next_cursor"] is None  # type: ignore[index]
+    assert second["prev_cursor"] is None  # type: ignore[index]  # the page before is the first
+    # a page of one: three back from the last is a cursor, two back the first page
+    ones = site.get(f"/views/history?limit=1&cursor={newest_first[2]}", site.admin)
+    assert [j["id"] for j in ones["jobs"]] == [newest_first[3]]  # type: ignore[index]
+    assert ones["start"] == 3 and ones["prev_cursor"] == newest_first[1]  # type: ignore[index]
     failed = site.get("/views/history?state=failed", site.admin)
     assert [(j["id"], j["exit_code"]) for j in failed["jobs"]] == [(ended[3], 4)]  # type: ignore[index]
     by_tenant = site.get("/views/history?tenant=vision&user=alice", site.admin)
@@ -113,8 +121,17 @@ def test_history_pages_filters_and_shows_users_only_their_jobs(site: Site) -> No
     assert sorted(j["id"] for j in hers["jobs"]) == sorted(ended[:3])  # type: ignore[index]
     assert hers["users"] == ["alice"]  # type: ignore[index]
     headers = {"Authorization": f"Bearer {site.admin}"}
-    for bad in ("state=running", "per_page=0", "per_page=201", "page=0"):
+    for bad in ("state=running", "limit=0", "limit=201", "cursor=" + "x" * 65):
         assert site.client.get(f"/views/history?{bad}", headers=headers).status_code == 422
+    # a cursor names a place only a job's owner may know of, and only an ended job has one
+    theirs = site.client.get(
+        f"/views/history?cursor={ended[3]}", headers={"Authorization": f"Bearer {site.alice}"}
+    )
+    assert theirs.status_code == 404 and "no job" in theirs.json()["detail"], theirs.text
+    running = site.submit(site.alice, ["sleep", "600"])
+    unended = site.client.get(f"/views/history?cursor={running}", headers=headers)
+    assert unended.status_code == 422 and "has not ended" in unended.json()["detail"]
+    site.client.post(f"/api/v1/jobs/{running}/cancel", headers=headers)
     assert site.client.get("/views/history").status_code == 401
 
 

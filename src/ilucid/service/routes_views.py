@@ -11,8 +11,8 @@ import dataclasses
 import re
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
-from sqlalchemy import ColumnElement, func, select
+from fastapi import APIRouter, HTTPException
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from ilucid.core.policies.default import DefaultPlan
@@ -78,19 +78,31 @@ def history(
     state: Literal["succeeded", "failed", "cancelled"] | None = None,
     user: Annotated[str | None, query_text()] = None,
     tenant: Annotated[str | None, query_text()] = None,
-    page: Annotated[int, query_int(ge=1)] = 1,
-    per_page: Annotated[int, query_int(ge=1, le=HISTORY_PAGE_MAX)] = 25,
+    limit: Annotated[int, query_int(ge=1, le=HISTORY_PAGE_MAX)] = 25,
+    cursor: Annotated[str | None, query_text(max_length=64)] = None,
 ) -> dict[str, Any]:
-    """Ended jobs, newest end first, one page at a time; filters by state, user, tenant."""
+    """Ended jobs, newest end first, a page at a time, paged as ``GET /api/v1/jobs``
+    is: pass ``next_cursor`` back as ``cursor`` (``prev_cursor`` goes a page back; null
+    with ``start`` above 0 is the first page). A cursor marks a place in the order, so
+    a job that ends meanwhile never moves one already shown onto the next page."""
     states = [state] if state else list(ENDED_STATES)
     ended = select(JobRow).where(JobRow.state.in_(states), *_visible(who, user, tenant))
     with Session(service.engine) as session:
         total = session.scalar(select(func.count()).select_from(ended.subquery())) or 0
+        after = None if cursor is None else _history_place(session, cursor, who)
         rows = session.scalars(
-            ended.order_by(JobRow.end_time.desc(), JobRow.id.desc())
-            .offset((page - 1) * per_page)
-            .limit(per_page)
+            _newest_first(ended if after is None else ended.where(_older_than(after))).limit(
+                limit + 1
+            )
         ).all()
+        start, prev_cursor = 0, None
+        if after is not None:
+            before = ended.where(~_older_than(after))
+            start = session.scalar(select(func.count()).select_from(before.subquery())) or 0
+            back = session.scalars(
+                _newest_first(before, reverse=True).offset(limit).limit(1)
+            ).first()
+            prev_cursor = None if back is None else back.id
         mine = select(JobRow.user, JobRow.tenant).where(
             JobRow.state.in_(ENDED_STATES), *_visible(who, None, None)
         )
@@ -110,17 +122,43 @@ def history(
             "exit_code": r.exit_code,
             "preemptions": r.preemptions,
         }
-        for r in rows
+        for r in rows[:limit]
     ]
     return {
         "jobs": jobs,
         "total": total,
-        "page": page,
-        "per_page": per_page,
-        "pages": max(1, -(-total // per_page)),
+        "start": start,
+        "limit": limit,
+        "next_cursor": jobs[-1]["id"] if len(rows) > limit else None,
+        "prev_cursor": prev_cursor,
         "users": sorted({u for u, _ in pairs}),
         "tenants": sorted({t for _, t in pairs}),
     }
+
+
+#: The end time the history orders by (a row without one sorts as ended at 0).
+_ENDED_AT = func.coalesce(JobRow.end_time, 0.0)
+
+
+def _newest_first(query: Select[tuple[JobRow]], reverse: bool = False) -> Select[tuple[JobRow]]:
+    if reverse:
+        return query.order_by(_ENDED_AT.asc(), JobRow.id.asc())
+    return query.order_by(_ENDED_AT.desc(), JobRow.id.desc())
+
+
+def _older_than(place: JobRow) -> ColumnElement[bool]:
+    """Jobs after ``place`` in the history's order (newest end first, then id)."""
+    ended = place.end_time or 0.0
+    return or_(ended > _ENDED_AT, and_(ended == _ENDED_AT, JobRow.id < place.id))
+
+
+def _history_place(session: Session, cursor: str, who: Identity) -> JobRow:
+    """The ended job a history cursor names; 404 for one ``who`` may not see, 422 for
+    a job that has not ended (it has no place in the history yet)."""
+    row = own_job(session, cursor, who, what="cursor: ")
+    if row.state not in ENDED_STATES:
+        raise HTTPException(422, f"cursor: job {cursor} has not ended")
+    return row
 
 
 def _quota_book(service: Live) -> QuotaBook | None:

@@ -1,29 +1,31 @@
-// The history page (#/history?state=&user=&tenant=&page=): ended jobs, newest first,
-// a page at a time. Users see their own jobs; admins everyone's.
+// The history page (#/history?state=&user=&tenant=&after=): ended jobs, newest first,
+// a page at a time, paged by the API's opaque cursor (after: the job the page follows).
+// Users see their own jobs; admins everyone's.
 'use strict';
 const HISTORY_ROUTE = /^#[/]history(?:[?](.*))?$/;
 const HISTORY_PAGE = 25;
+// The cursors of the page shown: where next and previous go.
+const historyCursors = {next: null, prev: null, start: 0};
 
 function historyQuery(hash) {
   const match = hash.match(HISTORY_ROUTE);
   const params = new URLSearchParams(match && match[1] ? match[1] : '');
-  const page = Math.max(1, parseInt(params.get('page') || '1', 10) || 1);
   return {state: params.get('state') || '', user: params.get('user') || '',
-    tenant: params.get('tenant') || '', page: page};
+    tenant: params.get('tenant') || '', after: params.get('after') || ''};
 }
 
 function historyHash(query) {
   const params = new URLSearchParams();
-  for (const key of ['state', 'user', 'tenant']) if (query[key]) params.set(key, query[key]);
-  if (query.page > 1) params.set('page', String(query.page));
+  for (const key of ['state', 'user', 'tenant', 'after']) if (query[key]) params.set(key, query[key]);
   const text = params.toString();
   return '#/history' + (text ? '?' + text : '');
 }
 
 async function loadHistory(hash) {
   const query = historyQuery(hash);
-  const params = new URLSearchParams({page: String(query.page), per_page: String(HISTORY_PAGE)});
+  const params = new URLSearchParams({limit: String(HISTORY_PAGE)});
   for (const key of ['state', 'user', 'tenant']) if (query[key]) params.set(key, query[key]);
+  if (query.after) params.set('cursor', query.after);
   const answer = await api('/views/history?' + params.toString());
   if (location.hash !== hash) return false;
   // the form shows the filters in force (unless the user is typing in it)
@@ -42,10 +44,15 @@ async function loadHistory(hash) {
     cell('waited', duration(j.submit_time, j.first_start)),
     cell('ran', duration(j.first_start, j.end_time)),
     timeCell('ended', j.end_time, false))), 'history-empty');
-  $('history-page').textContent = 'page ' + answer.page + ' of ' + answer.pages + ' \u00b7 '
-    + answer.total + ' ended job' + (answer.total === 1 ? '' : 's');
-  $('history-prev').disabled = answer.page <= 1;
-  $('history-next').disabled = answer.page >= answer.pages;
+  // pages are counted from the cursor's place: jobs that end meanwhile shift them
+  const page = Math.ceil(answer.start / answer.limit) + 1;
+  const left = Math.max(0, answer.total - answer.start - answer.jobs.length);
+  $('history-page').textContent = 'page ' + page + ' of ' + (page + Math.ceil(left / answer.limit))
+    + ' \u00b7 ' + answer.total + ' ended job' + (answer.total === 1 ? '' : 's');
+  Object.assign(historyCursors, {next: answer.next_cursor, prev: answer.prev_cursor,
+    start: answer.start});
+  $('history-prev').disabled = answer.start === 0;
+  $('history-next').disabled = answer.next_cursor === null;
   return true;
 }
 
@@ -62,12 +69,12 @@ function setUpHistory() {
   $('history-form').addEventListener('submit', event => {
     event.preventDefault();
     showHistory({state: $('history-state').value,
-      user: $('history-user').value.trim(), tenant: $('history-tenant').value.trim(), page: 1});
+      user: $('history-user').value.trim(), tenant: $('history-tenant').value.trim(), after: ''});
   });
-  for (const [id, step] of [['history-prev', -1], ['history-next', 1]]) {
-    $(id).addEventListener('click', () => {
-      const query = historyQuery(location.hash);
-      showHistory({...query, page: Math.max(1, query.page + step)});
-    });
-  }
+  $('history-prev').addEventListener('click', () => {
+    showHistory({...historyQuery(location.hash), after: historyCursors.prev || ''});
+  });
+  $('history-next').addEventListener('click', () => {
+    if (historyCursors.next) showHistory({...historyQuery(location.hash), after: historyCursors.next});
+  });
 }
