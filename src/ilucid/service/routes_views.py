@@ -140,7 +140,7 @@ def history(
 _ENDED_AT = func.coalesce(JobRow.end_time, 0.0)
 
 
-def _newest_first(query: Select[tuple[JobRow]], reverse: bool = False) -> Select[tuple[JobRow]]:
+def _newest_first(query: Select[JobRow], reverse: bool = False) -> Select[JobRow]:
     if reverse:
         return query.order_by(_ENDED_AT.asc(), JobRow.id.asc())
     return query.order_by(_ENDED_AT.desc(), JobRow.id.desc())
@@ -149,7 +149,7 @@ def _newest_first(query: Select[tuple[JobRow]], reverse: bool = False) -> Select
 def _older_than(place: JobRow) -> ColumnElement[bool]:
     """Jobs after ``place`` in the history's order (newest end first, then id)."""
     ended = place.end_time or 0.0
-    return or_(ended > _ENDED_AT, and_(ended == _ENDED_AT, JobRow.id < place.id))
+    return or_(_ENDED_AT < ended, and_(_ENDED_AT == ended, JobRow.id < place.id))  # noqa: SIM300
 
 
 def _history_place(session: Session, cursor: str, who: Identity) -> JobRow:
