@@ -88,6 +88,11 @@ bench-mixed-robustness: $(STAMP) $(WHEEL)
 bench-placement: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/placement.py
 
+## bench-hetero: issue #33: speed-ratio GPU type allocation vs type-blind on itp-04 and Philly
+.PHONY: bench-hetero
+bench-hetero: $(STAMP) $(WHEEL)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/hetero.py
+
 ## bench-hybrid: issue #35: bursting vs always-on cloud nodes on itp-04 and Philly
 .PHONY: bench-hybrid
 bench-hybrid: $(STAMP) $(WHEEL)

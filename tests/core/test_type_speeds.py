@@ -59,3 +59,25 @@ def test_the_scheduler_places_by_the_rule_and_says_why() -> None:
         said = scheduler.placer.explain(little, decision.placement, scheduler.free)
         assert any(part.plugin == "gpu-type" and "1.2x" in part.detail for part in said)
     assert placed == {"speed-ratio": "k80", "fastest": "v100"}
+
+
+def test_with_patience_a_job_that_gains_much_waits_for_its_fastest_type_and_says_so() -> None:
+    cluster = Cluster((Node("fast", 1, "v100"), Node("slow", 1, "k80")))
+    # (a job that may move to its fastest type later starts at once: moves off here)
+    config = SchedulerConfig(
+        gpu_type_rule="fastest", gpu_type_patience=0.03, gpu_type_move_after=0.0
+    )
+    scheduler = Scheduler(cluster, make_policy("fifo"), config=config)
+    speeds = (("k80", 1.0), ("v100", 4.0))
+    scheduler.submit(JobSpec("first", 0, 1, 1000, type_speeds=speeds, estimate=1000), 0)
+    scheduler.submit(JobSpec("gains", 0, 1, 36_000, type_speeds=speeds, estimate=36_000), 0)
+    [started] = scheduler.schedule(0)
+    assert started.job_id == "first"
+    # the k80 is free, but 3x the run time there is far more than its patience allows
+    assert scheduler.wait_code("gains").value == "WaitingForFasterType"
+    said = scheduler.why_pending("gains", 0)
+    assert "1 k80 GPU(s) are free, but it waits up to 3,240 s more for v100" in said
+    assert "where it runs 4x as fast" in said
+    # past its patience it takes the slower type
+    [late] = scheduler.schedule(3_241)
+    assert late.job_id == "gains" and late.placement == scheduler.jobs["gains"].placement

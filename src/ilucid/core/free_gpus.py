@@ -281,6 +281,15 @@ class FreeGpus:
                 return best
         return None
 
+    def most_free(self, gpu_type: str, pool: str = MAIN_POOL) -> int:
+        """The most GPUs free together on one node of ``gpu_type`` (0: none free)."""
+        buckets = self._buckets.get((pool, gpu_type))
+        if buckets is not None:
+            for k in range(self._top - 1, 0, -1):
+                if buckets[k]:
+                    return k
+        return 0
+
     def best_fit_where(
         self,
         count: int,
