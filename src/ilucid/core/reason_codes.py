@@ -169,6 +169,8 @@ MEANINGS: Final[Mapping[ReasonCode, str]] = {
         "A slower GPU type has room, but the job runs much faster on another type and"
         " waits for it a while: at most a small share (the scheduler's GPU type patience)"
         " of the extra run time the slower type would cost it. It starts on the faster"
-        " type when one frees, or on the slower one once that wait is over."
+        " type when one frees, or on the slower one once that wait is over. A job that"
+        " could move to the faster type later does not wait, unless the queue is crowded:"
+        " it starts on the slower type and moves when it pays (see the placement docs)."
     ),
 }
