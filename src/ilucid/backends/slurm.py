@@ -84,6 +84,7 @@ from ilucid.backends.slurm_parse import (
     parse_jobs,
     parse_nodes,
     released_run,
+    tres_gpus,
     unavailable_reason,
     wait_status,
     with_run,
@@ -454,13 +455,21 @@ class SlurmBackend:
             self._run("scontrol", "hold", str(slurm_id))
 
     def _parts(self, job: SlurmJob) -> tuple[tuple[str, int], ...]:
-        """Where a running job is, as the core's logical nodes (empty if unknown)."""
+        """Where a running job is, as the core's logical nodes (empty if unknown). A job
+        Slurm holds CONFIGURING on a node still powering up has its nodes but no GPU
+        details yet (they come when the node registers, or not at all in a first
+        answer): what it asked for a node stands for them until then."""
         names = expand_hostlist(job.nodes)
-        if not job.gres or len(names) != len(job.gres):
+        gres = job.gres
+        if not gres and names and job.state == "CONFIGURING":
+            gpu_type, per_node = tres_gpus(job.tres_per_node)
+            if per_node > 0:
+                gres = tuple((gpu_type, tuple(range(per_node))) for _ in names)
+        if not gres or len(names) != len(gres):
             return ()
         logical = {where: name for name, where in self.where.items()}
         parts = []
-        for node, (gpu_type, indices) in zip(names, job.gres, strict=True):
+        for node, (gpu_type, indices) in zip(names, gres, strict=True):
             name = logical.get((node, gpu_type)) or logical.get((node, None))
             if name is None:
                 return ()
