@@ -5,7 +5,7 @@
 const HISTORY_ROUTE = /^#[/]history(?:[?](.*))?$/;
 const HISTORY_PAGE = 25;
 // The cursors of the page shown: where next and previous go.
-const historyCursors = {next: null, prev: null, start: 0};
+const historyCursors = {next: null, prev: null};
 
 function historyQuery(hash) {
   const match = hash.match(HISTORY_ROUTE);
@@ -49,8 +49,7 @@ async function loadHistory(hash) {
   const left = Math.max(0, answer.total - answer.start - answer.jobs.length);
   $('history-page').textContent = 'page ' + page + ' of ' + (page + Math.ceil(left / answer.limit))
     + ' \u00b7 ' + answer.total + ' ended job' + (answer.total === 1 ? '' : 's');
-  Object.assign(historyCursors, {next: answer.next_cursor, prev: answer.prev_cursor,
-    start: answer.start});
+  Object.assign(historyCursors, {next: answer.next_cursor, prev: answer.prev_cursor});
   $('history-prev').disabled = answer.start === 0;
   $('history-next').disabled = answer.next_cursor === null;
   return true;
