@@ -138,11 +138,13 @@ def _populate(served: Served) -> None:
     failing = served.submit(["sh", "-c", "exit 3"], 1, token=served.evil_token)
     served.wait("the failing job", lambda: served.job(failing)["state"] == "failed")
     served.ended = [served.quick, failing]
-    served.first = served.submit(["sleep", "3600"], 2)
+    # both running jobs ask for the hour they run: with the default 600 s, a module that
+    # outlasted 10 minutes under CI's load projected the waiting job "at the next pass"
+    served.first = served.submit(["sleep", "3600"], 2, estimate_s=3600)
     # the second reports its progress through its file (its output stays the XSS alone)
     reports = 'echo "$0"; printf \'{"step": 30, "total": 120}\' > "$ILUCID_PROGRESS_FILE"; '
     reports += "sleep 3600"
-    served.second = served.submit(["sh", "-c", reports, XSS], 2)
+    served.second = served.submit(["sh", "-c", reports, XSS], 2, estimate_s=3600)
 
     def launched() -> bool:
         jobs = [served.job(served.first), served.job(served.second)]

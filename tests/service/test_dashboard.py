@@ -66,7 +66,7 @@ def test_queue_and_nodes_fields_on_a_live_server(served: Served) -> None:
     assert waiting["expected_start"] <= waiting["expected_start_p90"]
     outlook = served.get(f"/jobs/{served.waiting}/explain")["expected_start"]
     assert outlook["expected_start"] == pytest.approx(waiting["expected_start"], abs=5)
-    # the running jobs' estimates blend the 600 s stated with the live model's median of
+    # the running jobs' estimates blend the 3,600 s stated with the live model's median of
     # the quick jobs, so both may be expected to end at the same moment
     awaited = re.search(
         r", if the (running job it waits for ends|2 running jobs it waits for end) when"
