@@ -93,6 +93,11 @@ bench-placement: $(STAMP) $(WHEEL)
 bench-hetero: $(STAMP) $(WHEEL)
 	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/hetero.py
 
+## bench-progress: issue #33: the default profile vs oracle SRTF with 60% of jobs reporting progress
+.PHONY: bench-progress
+bench-progress: $(STAMP) $(WHEEL)
+	ILUCID_TRACE_DIR=$(TRACE_DIR) $(BIN)/python bench/progress.py
+
 ## bench-hybrid: issue #35: bursting vs always-on cloud nodes on itp-04 and Philly
 .PHONY: bench-hybrid
 bench-hybrid: $(STAMP) $(WHEEL)

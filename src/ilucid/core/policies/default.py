@@ -221,10 +221,9 @@ class DefaultPlan(ReplanningPolicy):
 
     def on_estimate(self, job: JobState, seconds: float, trusted: bool, now: float) -> None:
         """The job's own progress re-estimated its run: a running job is re-keyed at once
-        (a packed one keeps its place until its partner ends). Levelling a trusted one
-        by what it has left instead of what it attained was measured and dropped:
-        ITP-01 mean JCT 28,690 s against 28,080 s with 60 % of jobs reporting."""
-        self.leveled.set_estimate(job, seconds, measured=True)
+        (a packed one keeps its place until its partner ends); once its rate is trusted
+        it is placed by what it has left (:class:`LeveledEstimateOrder`)."""
+        self.leveled.set_estimate(job, seconds, measured=True, trusted=trusted)
         if job.seq in self._training_running and job.seq not in self.leveled.packed:
             self.rekey_measured(job, now)
 
