@@ -78,6 +78,22 @@ def test_a_known_job_past_its_estimate_is_near_its_end() -> None:
     assert plan.leveled.estimate(a) == pytest.approx(past + 0.05 * past)
 
 
+def test_a_short_known_job_keeps_its_place_in_level_0() -> None:
+    """A job still in level 0 that says it ends in 300 s is not stopped for a newcomer
+    when its rate becomes trusted: it keeps level 0, where what it has left is least.
+    Moving it out at once put it behind every newcomer, so reporting made it slower."""
+    scheduler = Scheduler(Cluster.homogeneous(1, 1), make_policy("ilucid"))
+    scheduler.submit(JobSpec("s", 0, 1, 900, estimate=3_600), 0)
+    scheduler.schedule(0)
+    for t in range(60, 660, 60):  # 1 step a second: trusted by 600 s
+        scheduler.progress("s", float(t), float(t), 900)
+    plan = scheduler.policy.training  # type: ignore[attr-defined]
+    assert scheduler.jobs["s"].seq in plan.leveled.known
+    scheduler.submit(JobSpec("new", 600, 1, 5_000, estimate=3_600), 600)
+    assert not [d for d in scheduler.schedule(600) if d.action.value == "preempt"]
+    assert plan.leveled.describe(scheduler.jobs["s"], 600).startswith("level 0 of 3")
+
+
 def test_without_reports_no_job_is_known() -> None:
     """``--progress-share 0`` reproduces the replays before progress: nothing changes
     a job's place unless its rate is trusted."""
