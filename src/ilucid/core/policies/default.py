@@ -231,7 +231,7 @@ class DefaultPlan(ReplanningPolicy):
         self._why.pop(job.seq, None)
         self._refused.pop(job.seq, None)
         super().on_withdrawn(job, now)
-        self.leveled.forget_starving(job.seq)
+        self.leveled.forget(job.seq)
 
     def on_finished(self, job: JobState, now: float) -> None:
         self._dirty = True

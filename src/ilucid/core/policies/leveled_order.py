@@ -31,7 +31,7 @@ from ilucid.core.jobs import JobState, RestoreOverhead
 from ilucid.core.policies.replan_orders import EstimateOrder
 from ilucid.core.sorted_sums import Entry
 
-__all__ = ["KNOWN_AHEAD", "PACKED", "STARVING", "Facts", "LeveledEstimateOrder"]
+__all__ = ["PACKED", "STARVING", "Facts", "LeveledEstimateOrder"]
 
 #: level, attained GPU-seconds, estimated seconds left, GPUs, the stated claim overran
 Facts = tuple[float, float, float, int, float | None]
@@ -94,7 +94,11 @@ class LeveledEstimateOrder(EstimateOrder):
         """Where a job that knows it has ``left`` GPU-seconds to go stands: a quarter
         step ahead of the first level from level 1 on whose threshold is at least that
         (level 0 stays first: new jobs nobody knows yet, so short ones finish)."""
-        return max(1, bisect.bisect_left(self.known_steps, left)) - KNOWN_AHEAD
+        return self._known_index(left) - KNOWN_AHEAD
+
+    def _known_index(self, left: float) -> int:
+        """The level a known job with ``left`` GPU-seconds to go stands just ahead of."""
+        return max(1, bisect.bisect_left(self.known_steps, left))
 
     def _gpu_seconds_left(self, job: JobState, attained: float) -> float:
         gpus = max(1, job.spec.num_gpus)
@@ -178,7 +182,7 @@ class LeveledEstimateOrder(EstimateOrder):
     ) -> tuple[Entry, float | None]:
         """A known job's key (``whole``: its GPU-seconds left) and when it moves up: as
         what it has left shrinks past the step ahead, without waiting for a report."""
-        index = max(1, bisect.bisect_left(self.known_steps, whole))
+        index = self._known_index(whole)
         entry: Entry = (index - KNOWN_AHEAD, left, seq, gpus)
         if gpus == 0:
             return entry, None
@@ -206,6 +210,11 @@ class LeveledEstimateOrder(EstimateOrder):
     def forget_starving(self, seq: int) -> None:
         self.starving.pop(seq, None)
         self.sliced.discard(seq)
+
+    def forget(self, seq: int) -> None:
+        """A job left without finishing (cancelled): nothing of it is kept."""
+        self.forget_starving(seq)
+        self.known.discard(seq)
 
     def observe_finished(self, job: JobState) -> None:
         self.forget_starving(job.seq)
