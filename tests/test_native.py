@@ -73,6 +73,9 @@ def test_the_installed_wheel_runs_every_hot_module_compiled_and_the_sources_do_n
     assert "\n" not in compiled + pure  # argparse wraps a long --version line
 
 
+#: both cases build in the repository's own build/ folder: on two xdist workers at once
+#: one removed the other's dist-info mid-build (CI: "No such file ... WHEEL")
+@pytest.mark.xdist_group("builds-in-the-repository")
 @pytest.mark.parametrize(
     ("setting", "said"),
     [
